@@ -1,0 +1,174 @@
+"""`infra-rag`: build and inspect index versions from a terminal or a script.
+
+Built on the same library and asset graph as the Dagster UI. Bad input ends with a one-line
+``error: ...`` and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+import uuid
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .rag.sources import SourceConfigError
+
+console = Console(stderr=True)
+out = Console()
+
+
+class UserError(click.ClickException):
+    """A one-line error for bad input or a missing prerequisite."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
+        console.print(f"[bold red]error:[/] {self.message}", highlight=False)
+
+
+def friendly_errors(fn):
+    """Turn expected failures into one-line errors; keep tracebacks for real bugs only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (SourceConfigError, ValueError, FileNotFoundError) as exc:
+            raise UserError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", envvar="INFRA_RAG_HOME", default=None, help="data home (default ./.infra_rag)")
+@click.option("--sources", "sources_file", envvar="INFRA_RAG_SOURCES", default=None, help="sources.yaml to read")
+@click.pass_context
+def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
+    """Build, inspect and query infra_rag_assets index versions."""
+    from .defs.resources import BuildSettings, RagStore
+
+    store = RagStore(home=home) if home else RagStore()
+    settings = BuildSettings(sources_file=sources_file) if sources_file else BuildSettings()
+    ctx.obj = {"store": store, "settings": settings}
+
+
+@main.command()
+@click.option("--through", default="documents", show_default=True, help="last stage to build")
+@click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
+@click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
+@click.pass_obj
+@friendly_errors
+def build(obj: dict, through: str, start: str | None, version: str | None) -> None:
+    """Create a new index version and materialize the graph for it, in-process."""
+    import dagster as dg
+
+    from .builds import ensure_dagster_home, materialize_version, register_version, stages_through
+
+    store, settings = obj["store"], obj["settings"]
+    stages = stages_through(through, start)
+    settings.sources()  # fail fast on a bad sources file before touching the instance
+    ensure_dagster_home(store)
+    with dg.DagsterInstance.get() as instance:
+        if version:
+            if not instance.has_dynamic_partition("index_version", version):
+                raise UserError(f"unknown index version {version!r} (see `infra-rag versions`)")
+        else:
+            with console.status("snapshotting configuration and sources…"):
+                version = register_version(instance, store, settings, created_by="cli")
+        console.print(f"index version [bold]{version}[/]: {' → '.join(stages)}")
+        build_id = uuid.uuid4().hex[:12]
+        watcher = _StageWatcher(instance, build_id, stages)
+        watcher.start()
+        try:
+            result = materialize_version(version, stages, instance, store, settings,
+                                         tags={"infra_rag/build_id": build_id, "infra_rag/origin": "cli"})
+        finally:
+            watcher.stop()
+        failures = _failures(result)
+    if failures:
+        raise UserError(f"build of {version} failed: {failures}")
+    out.print(version)
+
+
+def _failures(result) -> str:
+    failed = [e for e in result.all_events if e.is_step_failure]
+    if result.success and not failed:
+        return ""
+    if failed:
+        err = failed[0].step_failure_data.error
+        return f"{failed[0].step_key}: {err.message.strip().splitlines()[-1] if err else 'failed'}"
+    return "run did not succeed (see the Dagster UI run log)"
+
+
+class _StageWatcher:
+    """Polls the instance's event log for this build's run and shows per-stage progress."""
+
+    def __init__(self, instance, build_id: str, stages: list[str]):
+        self.instance, self.build_id, self.stages = instance, build_id, stages
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        import dagster as dg
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=console, transient=False) as progress:
+            tasks = {s: progress.add_task(f"{s}: waiting", total=1) for s in self.stages}
+            seen, run_id = 0, None
+            while not self._stop.wait(0.5):
+                if run_id is None:
+                    runs = self.instance.get_runs(dg.RunsFilter(tags={"infra_rag/build_id": self.build_id}), limit=1)
+                    run_id = runs[0].run_id if runs else None
+                    continue
+                logs = self.instance.all_logs(run_id)
+                for entry in logs[seen:]:
+                    self._apply(entry, progress, tasks)
+                seen = len(logs)
+
+    @staticmethod
+    def _apply(entry, progress, tasks) -> None:
+        step = entry.step_key or ""
+        if step not in tasks:
+            return
+        event = entry.dagster_event
+        if event is not None and event.event_type_value == "STEP_START":
+            progress.update(tasks[step], description=f"{step}: running")
+        elif event is not None and event.event_type_value == "STEP_SUCCESS":
+            progress.update(tasks[step], description=f"{step}: done", completed=1)
+        elif event is not None and event.event_type_value == "STEP_FAILURE":
+            progress.update(tasks[step], description=f"{step}: [red]failed[/]", completed=1)
+        elif event is None and entry.user_message:
+            progress.update(tasks[step], description=f"{step}: {entry.user_message[:60]}")
+
+
+@main.command()
+@click.pass_obj
+@friendly_errors
+def versions(obj: dict) -> None:
+    """List index versions with their document and chunk counts."""
+    frame = obj["store"].warehouse().versions()
+    if frame.is_empty():
+        console.print("no index versions yet: run `infra-rag build`")
+        return
+    table = Table("index_version", "created_at", "created_by", "config", "documents", "chunks")
+    for row in frame.iter_rows(named=True):
+        table.add_row(row["index_version"], f"{row['created_at']:%Y-%m-%d %H:%M:%S}", row["created_by"],
+                      row["config_hash"][:10], str(row["documents"]), str(row["chunks"]))
+    out.print(table)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

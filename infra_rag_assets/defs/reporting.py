@@ -1,0 +1,35 @@
+"""Small helpers that turn polars frames into Dagster metadata the UI renders."""
+
+from __future__ import annotations
+
+import dagster as dg
+import polars as pl
+
+
+def md_table(frame: pl.DataFrame, max_rows: int = 20, max_cell: int = 80) -> dg.MarkdownMetadataValue:
+    """A Markdown table (the UI renders it) of the first ``max_rows`` rows."""
+    frame = frame.head(max_rows)
+    if frame.is_empty():
+        return dg.MetadataValue.md("_no rows_")
+    cells = [[_cell(v, max_cell) for v in row] for row in frame.iter_rows()]
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def _cell(value: object, max_cell: int) -> str:
+    text = "" if value is None else str(value)
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= max_cell else text[: max_cell - 1] + "…"
+
+
+def counts_by(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    return frame.group_by(list(keys)).len(name="count").sort(list(keys))
+
+
+def counts_pivot(frame: pl.DataFrame, row: str, column: str) -> pl.DataFrame:
+    """Counts with ``row`` values down and ``column`` values across (e.g. project × status)."""
+    if frame.is_empty():
+        return frame
+    return (counts_by(frame, row, column).pivot(on=column, index=row, values="count")
+            .fill_null(0).sort(row))

@@ -1,0 +1,105 @@
+"""Resources: where the data home lives, which sources to read, and build settings.
+
+Everything an asset touches on disk hangs off one data home (``INFRA_RAG_HOME``, default
+``./.infra_rag``), so tests point the whole graph at a tmp dir by configuring one resource.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from ..rag.blobs import BlobStore
+from ..rag.config import BuildConfig, ChunkSettings, make_build_config
+from ..rag.sources import Source, load_sources
+from ..rag.warehouse import Warehouse
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_home() -> str:
+    return os.environ.get("INFRA_RAG_HOME", str(Path.cwd() / ".infra_rag"))
+
+
+def default_sources_file() -> str:
+    return os.environ.get("INFRA_RAG_SOURCES", str(PROJECT_ROOT / "sources.yaml"))
+
+
+class RagStore(dg.ConfigurableResource):
+    """The data home: DuckDB warehouse, page blobs, LanceDB and Tantivy directories."""
+
+    home: str = Field(default_factory=default_home, description="data home directory")
+    lancedb_uri: str = Field(default="", description="LanceDB URI; empty = <home>/lancedb (may be s3://...)")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.home).resolve()
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.root / "warehouse.duckdb")
+
+    def blobs(self) -> BlobStore:
+        return BlobStore(self.root / "blobs")
+
+    def vectors_uri(self) -> str:
+        return self.lancedb_uri or str(self.root / "lancedb")
+
+    def tantivy_root(self) -> Path:
+        return self.root / "tantivy"
+
+    def cache_dir(self) -> Path:
+        return self.root / "embedding_cache"
+
+
+class BuildSettings(dg.ConfigurableResource):
+    """Sources file and the settings a *new* version is built with (recorded per version)."""
+
+    sources_file: str = Field(default_factory=default_sources_file)
+    model: str = Field(default="all-MiniLM-L6-v2", description="sentence-transformers id or local path")
+    chunk_target_tokens: int = 256
+    chunk_max_tokens: int = 256
+    context_line: bool = True
+
+    def sources(self) -> list[Source]:
+        return load_sources(self.sources_file)
+
+    def chunk_settings(self) -> ChunkSettings:
+        return ChunkSettings(target_tokens=self.chunk_target_tokens, max_tokens=self.chunk_max_tokens,
+                             context_line=self.context_line)
+
+    def build_config(self) -> BuildConfig:
+        from ..rag.parse.dispatch import parser_versions
+
+        return make_build_config(self.sources(), parser_versions(), self.chunk_settings(),
+                                 self.model, model_hash_for(self.model))
+
+
+def model_hash_for(model: str) -> str:
+    """Weights hash of the configured model, or '' when it cannot be resolved here."""
+    try:
+        from ..rag.embedding import resolve_model_path, weights_hash
+
+        return weights_hash(resolve_model_path(model))
+    except Exception:  # noqa: BLE001 - recorded as unknown; the vectors stage refuses later
+        return ""
+
+
+def version_config(store: RagStore, settings: BuildSettings, version: str, created_by: str) -> BuildConfig:
+    """The configuration recorded for ``version``; a version made in the UI records it now."""
+    warehouse = store.warehouse()
+    recorded = warehouse.version_config(version)
+    if recorded is not None:
+        return BuildConfig.from_dict(recorded)
+    config = settings.build_config()
+    warehouse.record_version(version, config.to_dict(), config.config_hash(),
+                             _fingerprint(config), created_by)
+    return config
+
+
+def _fingerprint(config: BuildConfig) -> str:
+    from ..rag.config import sources_fingerprint
+
+    return sources_fingerprint(config.sources)

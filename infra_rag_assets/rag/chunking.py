@@ -1,0 +1,336 @@
+"""Section-aware chunking sized in the embedding model's own tokens.
+
+Chunks are exact ``[start, end)`` slices of a document's cleaned text, so citations can point
+at them and lexical and vector indexes agree on what a chunk is. The cutting rules, coarsest
+first: a chunk never crosses a section boundary; a section body that fits ``max_tokens`` is
+one chunk; a longer one is cut at blank lines, then single lines (code, lists, config), then
+sentence ends, then spaces, packing pieces greedily up to ``target_tokens``.
+
+A single whitespace-free "word" with more than ``max_tokens`` tokens (minified JSON, a base64
+blob, a very long URL) is the one place a word is cut: it is hard-cut at token offsets so that
+``token_count <= max_tokens`` holds for every chunk. A chunk made only of characters the
+tokenizer drops (e.g. U+200B) is still emitted, with ``token_count == 0``, so that no
+non-whitespace text goes missing; a heading with no body of its own is a chunk of its own.
+
+Token budget. all-MiniLM-L6-v2 has ``max_seq_length == 256`` word pieces, and that window
+also holds ``[CLS]``/``[SEP]`` and the context line prepended by :func:`embedding_text`.
+``max_tokens`` counts chunk text only. The provisional default 256 is the model window, the
+largest chunk the model can see at all: the chunk's slice, lexical index and citations stay
+whole, but for a full-size chunk the embedding input loses its last ``2 + len(context)``
+tokens to truncation. About 224 would leave room for a 30-token context line; the final
+value is to be picked by retrieval measurement, not here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from .models import PageSpan, Section
+
+CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
+
+# Strength of a whitespace run as a cut point; splitting at level L cuts at runs >= L.
+_WORD, _SENTENCE, _LINE, _PARAGRAPH = 1, 2, 3, 4
+_WS_RE = re.compile(r"\s+")
+_SENTENCE_END = frozenset(".!?")
+_CLOSERS = frozenset("\"')]»”’*_`")
+
+
+class TokenCounter(Protocol):
+    """Counts the embedding model's tokens; special tokens ([CLS], [SEP]) are never included."""
+
+    def count(self, text: str) -> int: ...
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """``[start, end)`` character offsets into ``text`` of each token."""
+        ...
+
+
+class HFTokenCounter:
+    """:class:`TokenCounter` over a HuggingFace *fast* tokenizer (or a ``tokenizers.Tokenizer``).
+
+    Uses a private copy of the Rust tokenizer with truncation and padding switched off: the
+    MiniLM ``tokenizer.json`` ships with both set to 128, which would silently cap counts.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        from tokenizers import Tokenizer
+
+        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        self._tok = Tokenizer.from_str(backend.to_str())
+        self._tok.no_truncation()
+        self._tok.no_padding()
+
+    @classmethod
+    def from_model_path(cls, path: Any) -> HFTokenCounter:
+        """Load only the tokenizer files of a model directory; no weights are read."""
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(str(path)))
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return list(self._tok.encode(text, add_special_tokens=False).offsets)
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """One chunk: ``document_text[start:end] == text``, governed by one section."""
+
+    start: int
+    end: int
+    text: str
+    section_path: tuple[str, ...]
+    anchor: str
+    pages: tuple[int, ...]
+    token_count: int
+    ordinal: int
+
+
+@dataclass(frozen=True)
+class ChunkerConfig:
+    """Token budgets. ``min_tokens``: a smaller piece merges into the previous chunk of the
+    same section when the merge fits ``max_tokens`` (so sections do not end in crumbs)."""
+
+    target_tokens: int = 256
+    max_tokens: int = 256
+    min_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_tokens <= self.max_tokens or self.min_tokens < 0:
+            raise ValueError(f"need 0 < target_tokens <= max_tokens and min_tokens >= 0: {self}")
+
+    def config_hash(self) -> str:
+        """Short stable hash of the budgets and the chunker version (not the tokenizer)."""
+        blob = json.dumps({"version": CHUNKER_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def chunk_document(
+    text: str,
+    sections: Sequence[Section],
+    page_spans: Sequence[PageSpan],
+    counter: TokenCounter,
+    config: ChunkerConfig,
+) -> list[ChunkSpan]:
+    """Cut ``text`` into chunks, in document order; see the module docstring for the rules."""
+    pages = _PageIndex(page_spans)
+    chunks: list[ChunkSpan] = []
+    for start, end, section in _leaf_units(text, sections):
+        start, end = _trim(text, start, end)
+        if start == end:
+            continue
+        for s, e, n in _split_unit(text, start, end, counter, config):
+            chunks.append(
+                ChunkSpan(
+                    start=s, end=e, text=text[s:e],
+                    section_path=section.path if section else (),
+                    anchor=section.anchor if section else "",
+                    pages=pages.lookup(s, e), token_count=n, ordinal=len(chunks),
+                )
+            )
+    return chunks
+
+
+def context_line(project: str, title: str, section_path: Sequence[str]) -> str:
+    """``project › title › heading › subheading`` for embedding; the title is not repeated."""
+    title_key = _one_line(title).casefold()
+    parts = [project, title, *(p for p in section_path if _one_line(p).casefold() != title_key)]
+    return " › ".join(p for p in map(_one_line, parts) if p)
+
+
+def embedding_text(chunk: ChunkSpan, context: str) -> str:
+    """Model input: context line, newline, chunk text. Never stored as the chunk's text."""
+    return f"{context}\n{chunk.text}" if context else chunk.text
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def chunk_id(doc_id: str, start: int, end: int, text_hash: str) -> str:
+    """Stable 16-hex id: same document, span and content give the same id in every build."""
+    return hashlib.sha256(f"{doc_id}\x1f{start}\x1f{end}\x1f{text_hash}".encode()).hexdigest()[:16]
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` past leading/trailing whitespace (``str.isspace`` semantics)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _leaf_units(text: str, sections: Sequence[Section]) -> list[tuple[int, int, Section | None]]:
+    """Partition ``text`` into maximal ranges governed by one innermost section (or none).
+
+    Works from the section spans alone, so it needs no heading levels to be consistent: every
+    range between two span boundaries belongs to the deepest section covering it, which for
+    well-formed Markdown is "a heading up to its first child heading", plus the preamble.
+    """
+    n = len(text)
+    secs = sorted(
+        (s for s in sections if max(0, s.start) < min(n, s.end)), key=lambda s: (s.start, -s.end)
+    )
+    cuts = sorted({0, n, *(min(n, max(0, s.start)) for s in secs), *(min(n, s.end) for s in secs)})
+    units: list[tuple[int, int, Section | None]] = []
+    open_: list[Section] = []
+    k = 0
+    for a, b in zip(cuts, cuts[1:]):
+        while k < len(secs) and secs[k].start <= a:
+            open_.append(secs[k])
+            k += 1
+        open_ = [s for s in open_ if s.end > a]
+        gov = max(open_, key=lambda s: (s.start, -s.end, s.level), default=None)
+        if units and units[-1][2] is gov:
+            units[-1] = (units[-1][0], b, gov)
+        else:
+            units.append((a, b, gov))
+    return units
+
+
+def _split_unit(
+    text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig
+) -> list[tuple[int, int, int]]:
+    """Chunks ``(start, end, token_count)`` of one trimmed unit, counts verified by the counter.
+
+    The plan uses one tokenization of the unit (counts of sub-ranges by bisecting token
+    starts), which is exact when cuts fall on whitespace the tokenizer also splits on. Every
+    chunk is then re-counted on its own text; the rare chunk whose true count disagrees and
+    exceeds the limit is hard-cut (U+000B, U+001C..F, U+0085 are whitespace to Python but
+    control characters BERT deletes, gluing the words on either side into one).
+    """
+    plan = _Planner(text, start, end, counter, config)
+    ranges = plan.split(start, end, _PARAGRAPH)
+    if ranges == [(start, end)]:
+        return [(start, end, len(plan.starts))]  # the unit's own tokenization is its count
+    out: list[tuple[int, int, int]] = []
+    for s, e in plan.merge_tiny(ranges):
+        n = counter.count(text[s:e])
+        if n <= config.max_tokens:
+            out.append((s, e, n))
+        else:
+            out.extend(_hard_cut(text, s, e, counter, config.max_tokens))
+    return out
+
+
+class _Planner:
+    """Cut planning for one unit: token starts and classified whitespace runs, computed once."""
+
+    def __init__(
+        self, text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig
+    ) -> None:
+        self.text, self.counter, self.config = text, counter, config
+        self.starts = [start + a for a, _ in counter.offsets(text[start:end])]
+        self.runs = [(m.start(), m.end()) for m in _WS_RE.finditer(text, start, end)]
+        self.run_starts = [a for a, _ in self.runs]
+        self.strength = [self._strength(a, b) for a, b in self.runs]
+
+    def tokens(self, start: int, end: int) -> int:
+        return bisect_left(self.starts, end) - bisect_left(self.starts, start)
+
+    def _strength(self, a: int, b: int) -> int:
+        newlines = self.text.count("\n", a, b)
+        if newlines:
+            return _PARAGRAPH if newlines > 1 else _LINE
+        k = a - 1
+        while k > 0 and self.text[k] in _CLOSERS:
+            k -= 1
+        return _SENTENCE if self.text[k] in _SENTENCE_END else _WORD
+
+    def pieces(self, start: int, end: int, level: int) -> list[tuple[int, int]]:
+        """Non-blank ranges of ``[start, end)`` between whitespace runs of strength >= level."""
+        out, pos = [], start
+        i = bisect_left(self.run_starts, start)
+        while i < len(self.runs) and self.runs[i][0] < end:
+            if self.strength[i] >= level:
+                out.append((pos, self.runs[i][0]))
+                pos = self.runs[i][1]
+            i += 1
+        out.append((pos, end))
+        return out
+
+    def split(self, start: int, end: int, level: int) -> list[tuple[int, int]]:
+        """Greedy packing of ``level`` pieces; oversized pieces recurse one level finer."""
+        limit, target = self.config.max_tokens, self.config.target_tokens
+        if self.tokens(start, end) <= limit:
+            return [(start, end)]
+        if level < _WORD:
+            return [(s, e) for s, e, _ in _hard_cut(self.text, start, end, self.counter, limit)]
+        out: list[tuple[int, int]] = []
+        cur: tuple[int, int] | None = None
+        for s, e in self.pieces(start, end, level):
+            if self.tokens(s, e) > limit:
+                out += ([cur] if cur else []) + self.split(s, e, level - 1)
+                cur = None
+            elif cur and self.tokens(cur[0], e) <= target:
+                cur = (cur[0], e)
+            else:
+                out += [cur] if cur else []
+                cur = (s, e)
+        return out + ([cur] if cur else [])
+
+    def merge_tiny(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Fold pieces under ``min_tokens`` into their predecessor when the result fits."""
+        out: list[tuple[int, int]] = []
+        for s, e in ranges:
+            tiny = self.tokens(s, e) < self.config.min_tokens
+            if out and tiny and self.tokens(out[-1][0], e) <= self.config.max_tokens:
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+        return out
+
+
+def _hard_cut(
+    text: str, start: int, end: int, counter: TokenCounter, limit: int
+) -> list[tuple[int, int, int]]:
+    """Cut ``[start, end)`` between tokens into verified pieces of at most ``limit`` tokens.
+
+    A piece re-tokenized on its own may count differently than in context (a trailing
+    ``##suffix`` word piece becomes a fresh word), so each candidate is re-counted and
+    shortened one token boundary at a time until it fits. Only a single token boundary step
+    that alone exceeds ``limit`` (impossible for WordPiece with limit >= 1) is emitted as is.
+    """
+    cuts = sorted({start + a for a, _ in counter.offsets(text[start:end]) if a > 0} | {end})
+    out: list[tuple[int, int, int]] = []
+    pos, j = start, 0
+    while pos < end:
+        g = min(j + limit - 1, len(cuts) - 1)
+        while True:
+            s, e = _trim(text, pos, cuts[g])
+            n = counter.count(text[s:e]) if s < e else 0
+            if n <= limit or g == j:
+                break
+            g -= 1
+        if s < e:
+            out.append((s, e, n))
+        pos, j = cuts[g], g + 1
+    return out
+
+
+class _PageIndex:
+    """Pages a span intersects, by bisection. Assumes page spans do not overlap (PDF order)."""
+
+    def __init__(self, spans: Sequence[PageSpan]) -> None:
+        ordered = sorted((p for p in spans if p.start < p.end), key=lambda p: p.start)
+        self.starts = [p.start for p in ordered]
+        self.ends = [p.end for p in ordered]
+        self.pages = [p.page for p in ordered]
+
+    def lookup(self, start: int, end: int) -> tuple[int, ...]:
+        lo, hi = bisect_right(self.ends, start), bisect_left(self.starts, end)
+        return tuple(sorted(set(self.pages[lo:hi])))

@@ -1,0 +1,84 @@
+"""Build configuration of an index version, its hash, and readable unique version names.
+
+An index version is an immutable build. What it was built with (sources snapshot, parser and
+chunker settings, model) is captured once, hashed, and stored with the version, so any
+score can be traced to the exact configuration that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from .sources import Source
+
+PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    target_tokens: int = 256
+    max_tokens: int = 256
+    min_tokens: int = 16
+    context_line: bool = True
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    sources: list[dict]
+    parsers: dict[str, str]
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    model_id: str = "all-MiniLM-L6-v2"
+    model_hash: str = ""
+    pipeline_version: str = PIPELINE_VERSION
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "BuildConfig":
+        raw = dict(raw)
+        raw["chunking"] = ChunkSettings(**raw.get("chunking", {}))
+        return cls(**raw)
+
+    def config_hash(self) -> str:
+        return stable_hash(self.to_dict())
+
+
+def stable_hash(value: object, length: int = 64) -> str:
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def source_snapshot(source: Source, fingerprint: str) -> dict:
+    return {
+        "name": source.name, "project": source.project, "kind": source.kind,
+        "license": source.license, "upstream": source.upstream_ref(),
+        "mirror": str(source.mirror) if source.mirror else None, "fingerprint": fingerprint,
+    }
+
+
+def sources_fingerprint(snapshots: list[dict]) -> str:
+    return stable_hash([(s["name"], s["fingerprint"]) for s in snapshots])
+
+
+def new_version_name(config_hash: str, existing: set[str], now: datetime | None = None) -> str:
+    """``2026-11-29T1830-3f9a2c``: UTC minute + short config hash, suffixed when taken."""
+    now = now or datetime.now(timezone.utc)
+    base = f"{now:%Y-%m-%dT%H%M}-{config_hash[:6]}"
+    name, n = base, 2
+    while name in existing:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def make_build_config(sources: list[Source], parsers: dict[str, str], chunking: ChunkSettings,
+                      model_id: str, model_hash: str) -> BuildConfig:
+    """Snapshot the sources (with mirror fingerprints) and settings a new version builds with."""
+    from .sources import mirror_fingerprint
+
+    snapshots = [source_snapshot(s, mirror_fingerprint(s)) for s in sources]
+    return BuildConfig(sources=snapshots, parsers=parsers, chunking=chunking,
+                       model_id=model_id, model_hash=model_hash)

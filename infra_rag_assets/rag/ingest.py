@@ -1,0 +1,139 @@
+"""The first two stages as plain functions: snapshot source pages, parse them to documents.
+
+The Dagster assets are thin wrappers over these, and the CLI and tests reuse them directly.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from typing import Callable, Iterable
+
+import polars as pl
+
+from .blobs import BlobStore
+from .config import PIPELINE_VERSION
+from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, ParsedDocument
+from .parse.dedup import content_hash, find_duplicates
+from .parse.dispatch import PARSERS, parse_page
+from .sources import PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
+
+Progress = Callable[[int, int], None]
+MAX_PAGE_BYTES = 50_000_000  # read cap: a larger file is recorded as too_large, never loaded
+
+
+def list_pages(sources: Iterable[Source]) -> list[PageRef]:
+    pages: list[PageRef] = []
+    for source in sources:
+        pages.extend(iter_pages(source))
+    return pages
+
+
+def snapshot_pages(pages: list[PageRef], blobs: BlobStore, progress: Progress | None = None) -> pl.DataFrame:
+    """Read every page's bytes into the blob store and return one row per page."""
+    rows = []
+    for i, page in enumerate(pages, 1):
+        rows.append(_snapshot_one(page, blobs))
+        if progress:
+            progress(i, len(pages))
+    return pl.DataFrame(rows, schema_overrides={"size_bytes": pl.Int64, "read_ms": pl.Float64})
+
+
+def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
+    started = time.perf_counter()
+    status, reason, digest, size = "ok", "", "", 0
+    try:
+        size = page.abs_path.stat().st_size
+        if size > MAX_PAGE_BYTES:
+            status, reason = "too_large", f"{size} bytes > {MAX_PAGE_BYTES}"
+        else:
+            digest = blobs.put(page.abs_path.read_bytes())
+    except OSError as exc:
+        status, reason = "error", f"{type(exc).__name__}: {exc}"[:300]
+    return {
+        "source": page.source.name, "project": page.source.project, "doc_id": page.doc_id,
+        "page_id": page.page_id, "rel_path": page.rel_path, "url": page.url,
+        "upstream": page.source.upstream_ref(), "license": page.source.license,
+        "kind": page.source.kind, "bytes_hash": digest, "size_bytes": size,
+        "fetch_status": status, "fetch_reason": reason,
+        "read_ms": (time.perf_counter() - started) * 1000,
+    }
+
+
+def parse_documents(pages: pl.DataFrame, blobs: BlobStore, reusable: dict[tuple[str, str], dict] | None = None,
+                    progress: Progress | None = None) -> tuple[pl.DataFrame, int]:
+    """Parse each snapshotted page (reusing earlier parses of identical bytes), then dedup.
+
+    ``reusable`` maps (source bytes hash, parser@version) to a document row of an earlier
+    index version. Returns the documents frame and how many rows were reused.
+    """
+    reusable = reusable or {}
+    rows, reused = [], 0
+    records = pages.to_dicts()
+    for i, page in enumerate(records, 1):
+        key = (page["bytes_hash"], parser_tag(page["kind"]))
+        if page["bytes_hash"] and key in reusable:
+            row = {**reusable[key], **_identity(page)}
+            reused += 1
+        else:
+            row = _parse_one(page, blobs)
+        rows.append(row)
+        if progress:
+            progress(i, len(records))
+    _mark_duplicates(rows)
+    return pl.DataFrame(rows, schema_overrides={"char_count": pl.Int64, "parse_ms": pl.Float64,
+                                                "section_count": pl.Int32}), reused
+
+
+def parser_tag(kind: str) -> str:
+    name, version = PARSERS.get(kind, ("?", "?"))
+    return f"{name}@{version}+pipeline{PIPELINE_VERSION}"
+
+
+def _identity(page: dict) -> dict:
+    keys = ("doc_id", "source", "project", "page_id", "url")
+    return {k: page[k] for k in keys} | {"source_hash": page["bytes_hash"]}
+
+
+def _parse_one(page: dict, blobs: BlobStore) -> dict:
+    started = time.perf_counter()
+    if page["fetch_status"] != "ok":
+        doc = ParsedDocument(text="", title="", status=page["fetch_status"] or STATUS_ERROR,
+                             reason=f"not fetched: {page['fetch_reason']}")
+    else:
+        doc = parse_page(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"])
+    return _document_row(page, doc, (time.perf_counter() - started) * 1000)
+
+
+def _document_row(page: dict, doc: ParsedDocument, parse_ms: float) -> dict:
+    name, version = PARSERS.get(page["kind"], (doc.parser, doc.parser_version))
+    return _identity(page) | {
+        "title": doc.title, "description": doc.description, "text": doc.text,
+        "page_kind": doc.page_kind, "status": doc.status, "reason": doc.reason,
+        "sections_json": json.dumps([asdict(s) for s in doc.sections]),
+        "page_spans_json": json.dumps([asdict(p) for p in doc.page_spans]),
+        "section_count": len(doc.sections), "content_hash": content_hash(doc.text) if doc.text else "",
+        "parser": doc.parser or name, "parser_version": doc.parser_version or version,
+        "pipeline_version": PIPELINE_VERSION, "char_count": len(doc.text), "parse_ms": parse_ms,
+    }
+
+
+def _mark_duplicates(rows: list[dict]) -> None:
+    """Exact and near duplicates keep their record, with status ``duplicate_of:<doc_id>``."""
+    candidates = [(r["doc_id"], r["text"]) for r in rows if _is_ok_or_dup(r["status"])]
+    dups = find_duplicates(candidates)
+    for row in rows:
+        if row["doc_id"] in dups:
+            canonical, kind = dups[row["doc_id"]]
+            row["status"] = f"{DUPLICATE_PREFIX}{canonical}"
+            row["reason"] = f"{kind} duplicate of {canonical}"
+        elif row["status"].startswith(DUPLICATE_PREFIX):  # reused row whose twin changed
+            row["status"], row["reason"] = STATUS_OK, ""
+
+
+def _is_ok_or_dup(status: str) -> bool:
+    return status == STATUS_OK or status.startswith(DUPLICATE_PREFIX)
+
+
+__all__ = ["SourceConfigError", "list_pages", "parse_documents", "snapshot_pages", "sha256_bytes", "parser_tag"]

@@ -1,0 +1,136 @@
+"""DuckDB warehouse: schema and atomic per-index-version writes.
+
+DuckDB allows one writing process per file, so connections are short-lived (open, write in
+one transaction, close) and opening retries while another process holds the lock. Every
+table carries ``index_version``; writing a partition deletes its rows and inserts the new
+ones in one transaction, so a re-materialization replaces rather than duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import polars as pl
+
+SCHEMA: dict[str, str] = {
+    "index_versions": """
+        index_version VARCHAR PRIMARY KEY, created_at TIMESTAMP, created_by VARCHAR,
+        config_hash VARCHAR, sources_fingerprint VARCHAR, config_json VARCHAR""",
+    "source_pages": """
+        index_version VARCHAR, source VARCHAR, project VARCHAR, doc_id VARCHAR, page_id VARCHAR,
+        rel_path VARCHAR, url VARCHAR, upstream VARCHAR, license VARCHAR, kind VARCHAR,
+        bytes_hash VARCHAR, size_bytes BIGINT, fetch_status VARCHAR, fetch_reason VARCHAR,
+        read_ms DOUBLE""",
+    "documents": """
+        index_version VARCHAR, doc_id VARCHAR, source VARCHAR, project VARCHAR, page_id VARCHAR,
+        url VARCHAR, title VARCHAR, description VARCHAR, text VARCHAR, page_kind VARCHAR,
+        sections_json VARCHAR, page_spans_json VARCHAR, section_count INTEGER, status VARCHAR,
+        reason VARCHAR, source_hash VARCHAR, content_hash VARCHAR, parser VARCHAR,
+        parser_version VARCHAR, pipeline_version VARCHAR, char_count BIGINT, parse_ms DOUBLE""",
+    "chunks": """
+        index_version VARCHAR, chunk_id VARCHAR, doc_id VARCHAR, source VARCHAR, project VARCHAR,
+        page_id VARCHAR, url VARCHAR, title VARCHAR, section_path VARCHAR, anchor VARCHAR,
+        pages INTEGER[], page_kind VARCHAR, ordinal INTEGER, start_char BIGINT, end_char BIGINT,
+        text VARCHAR, context VARCHAR, token_count INTEGER, text_hash VARCHAR,
+        embed_hash VARCHAR""",
+}
+
+
+class WarehouseBusy(RuntimeError):
+    """Another process held the DuckDB write lock for longer than the wait budget."""
+
+
+class Warehouse:
+    """The one place that opens the DuckDB file."""
+
+    def __init__(self, path: Path | str, lock_wait_s: float = 60.0):
+        self.path = Path(path)
+        self.lock_wait_s = lock_wait_s
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if read_only and not self.path.exists():
+            read_only = False  # first touch creates the file and schema
+        con = self._open(read_only)
+        try:
+            if not read_only:
+                self._ensure_schema(con)
+            yield con
+        finally:
+            con.close()
+
+    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_wait_s
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    if "lock" in str(exc).lower():
+                        raise WarehouseBusy(f"warehouse {self.path} is locked by another process") from None
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    @staticmethod
+    def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+        for table, columns in SCHEMA.items():
+            con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+
+    def replace_partition(self, table: str, version: str, frame: pl.DataFrame) -> int:
+        """Atomically swap ``table``'s rows for ``version`` with ``frame`` (columns by name)."""
+        if "index_version" not in frame.columns:
+            frame = frame.with_columns(pl.lit(version).alias("index_version"))
+        arrow = frame.to_arrow()
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(f"DELETE FROM {table} WHERE index_version = ?", [version])
+                if arrow.num_rows:
+                    con.register("incoming", arrow)
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                    con.unregister("incoming")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return arrow.num_rows
+
+    def frame(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+        with self.connect(read_only=True) as con:
+            return pl.from_arrow(con.execute(sql, params or []).to_arrow_table())
+
+    def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
+        with self.connect(read_only=True) as con:
+            return con.execute(sql, params or []).fetchall()
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> None:
+        with self.connect() as con:
+            con.execute(sql, params or [])
+
+    # --- index versions -------------------------------------------------------------------
+    def record_version(self, version: str, config: dict, config_hash: str, fingerprint: str,
+                       created_by: str) -> None:
+        self.execute(
+            "INSERT INTO index_versions VALUES (?, now(), ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [version, created_by, config_hash, fingerprint, json.dumps(config, sort_keys=True)],
+        )
+
+    def version_config(self, version: str) -> dict | None:
+        found = self.rows("SELECT config_json FROM index_versions WHERE index_version = ?", [version])
+        return json.loads(found[0][0]) if found else None
+
+    def versions(self) -> pl.DataFrame:
+        return self.frame(
+            "SELECT v.index_version, v.created_at, v.created_by, v.config_hash, "
+            "(SELECT count(*) FROM documents d WHERE d.index_version = v.index_version) AS documents, "
+            "(SELECT count(*) FROM chunks c WHERE c.index_version = v.index_version) AS chunks "
+            "FROM index_versions v ORDER BY v.created_at"
+        )

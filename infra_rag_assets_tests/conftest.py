@@ -1,0 +1,108 @@
+"""Shared fixtures: the real corpus location and a small fixture corpus built from it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+FIXTURE_PAGES = {
+    "kubernetes": [
+        "_index.md",
+        "concepts/services-networking/endpoint-slices.md",
+        "concepts/workloads/controllers/deployment.md",
+        "reference/glossary/pod.md",
+        "tasks/_index.md",
+    ],
+    "prometheus/site": ["guides/basic-auth.md"],
+    "argocd": ["core_concepts.md"],
+}
+
+NAV_ONLY_HTML = b"""<html><head><title>Docs index</title></head><body>
+<nav><ul><li><a href="/a">Home</a></li><li><a href="/b">Docs</a></li><li><a href="/c">Blog</a></li></ul></nav>
+</body></html>"""
+
+ARTICLE_HTML = b"""<html><head><title>Alertmanager routing</title></head><body>
+<nav><a href="/">Home</a></nav><main><article><h1>Alertmanager routing</h1>
+<p>The routing tree decides which receiver gets an alert. Each route matches on labels and can
+group alerts by cluster and alertname before notifying a receiver such as email or PagerDuty.</p>
+<h2>Grouping</h2><p>The group_by setting batches alerts that share label values into one
+notification, which keeps on-call engineers from receiving hundreds of pages at once.</p>
+<h2>Inhibition</h2><p>Inhibition rules mute alerts when another alert is already firing, for
+example muting warning alerts for a cluster while a critical cluster-down alert fires.</p>
+</article></main></body></html>"""
+
+
+def require_corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"real corpus not found at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture
+def fixture_corpus(tmp_path: Path) -> Path:
+    """A tiny corpus: real Markdown pages, a real PDF, HTML pages and broken files."""
+    corpus = require_corpus()
+    root = tmp_path / "corpus"
+    for folder, pages in FIXTURE_PAGES.items():
+        for rel in pages:
+            target = root / folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(corpus / folder / rel, target)
+    (root / "kubernetes" / "empty.md").write_bytes(b"")
+    (root / "html").mkdir()
+    (root / "html" / "nav.html").write_bytes(NAV_ONLY_HTML)
+    (root / "html" / "routing.html").write_bytes(ARTICLE_HTML)
+    (root / "pdf").mkdir()
+    shutil.copyfile(corpus / "pdf" / "cncf-software-supply-chain-practices-v2.pdf",
+                    root / "pdf" / "supply-chain.pdf")
+    (root / "pdf" / "random.pdf").write_bytes(bytes(range(256)) * 64)
+    return root
+
+
+@pytest.fixture
+def fixture_sources(tmp_path: Path, fixture_corpus: Path) -> Path:
+    """sources.yaml over the fixture corpus (same shape as the project's own)."""
+    path = tmp_path / "sources.yaml"
+    path.write_text(f"""
+sources:
+  - name: kubernetes
+    project: kubernetes
+    kind: markdown_tree
+    license: CC-BY-4.0
+    upstream: {{git: https://github.com/kubernetes/website, commit: 5c744748, subpath: content/en/docs}}
+    url_template: "https://kubernetes.io/docs/{{page_path}}/"
+    mirror: {fixture_corpus}/kubernetes
+  - name: prometheus-site
+    project: prometheus
+    kind: markdown_tree
+    license: Apache-2.0
+    upstream: {{git: https://github.com/prometheus/docs, commit: c105550a, subpath: docs}}
+    url_template: "https://prometheus.io/docs/{{page_path}}/"
+    mirror: {fixture_corpus}/prometheus/site
+  - name: argocd
+    project: argocd
+    kind: markdown_tree
+    license: Apache-2.0
+    upstream: {{git: https://github.com/argoproj/argo-cd, commit: 37ee0097, subpath: docs}}
+    url_template: "https://argo-cd.readthedocs.io/en/stable/{{page_path}}/"
+    mirror: {fixture_corpus}/argocd
+  - name: alerting-html
+    project: prometheus
+    kind: html_pages
+    license: Apache-2.0
+    upstream: {{urls: ["https://example.invalid/routing.html"]}}
+    url_template: "https://example.invalid/{{page_path}}.html"
+    mirror: {fixture_corpus}/html
+  - name: cncf-whitepapers
+    project: cncf
+    kind: pdf_files
+    license: CC-BY-4.0
+    upstream: {{git: https://github.com/cncf/tag-security, commit: 948951ea}}
+    url_template: "https://example.invalid/{{upstream_path}}"
+    mirror: {fixture_corpus}/pdf
+""")
+    return path

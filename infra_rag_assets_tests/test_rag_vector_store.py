@@ -1,0 +1,151 @@
+"""Per-version LanceDB tables: model pinning, exact cosine search, prefilters, overwrite."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from infra_rag_assets.rag.embedding import DEFAULT_MODEL, Embedder, ModelMismatch
+from infra_rag_assets.rag.vector_store import (
+    VectorSearcher,
+    build_where,
+    count_rows,
+    drop_version,
+    read_model_info,
+    table_exists,
+    table_name,
+    write_vectors,
+)
+
+# (chunk_id, project, source, page_kind, section_path, pages, text)
+CHUNKS = [
+    ("k8s-1", "kubernetes", "web", "reference", "Workloads > Pods", [], "A Pod is the smallest deployable unit of computing in Kubernetes."),
+    ("k8s-2", "kubernetes", "web", "guide", "Networking > Services", [], "A Service exposes a set of Pods behind a stable virtual IP address."),
+    ("k8s-3", "kubernetes", "pdf", "guide", "Storage > Volumes", [3, 4], "PersistentVolumeClaims request durable storage for stateful workloads."),
+    ("tf-1", "terraform", "web", "reference", "State > Backends", [], "Terraform stores state remotely in an S3 backend with DynamoDB locking."),
+    ("tf-2", "terraform", "pdf", "guide", "Modules_v2 > Inputs", [1], "Module input variables parameterise reusable Terraform configuration."),
+    ("prom-1", "prometheus", "web", "reference", "Querying > PromQL", [], "PromQL rate() computes the per-second increase of a counter."),
+    ("prom-2", "prometheus", "pdf", "guide", "Alerting > Rules", [2, 3], "Alerting rules fire when a PromQL expression stays true for a duration."),
+    ("vault-1", "vault", "web", "guide", "Secrets > Database", [], "Vault generates short-lived database credentials on demand."),
+    ("nginx-1", "nginx", "web", "reference", "Modules%x > Proxy", [], "proxy_pass forwards requests to an upstream server group."),
+    ("docker-1", "docker", "pdf", "guide", "Build > Cache", [1, 2], "Docker reuses cached image layers when instructions are unchanged."),
+]
+
+
+def _rows() -> list[dict]:
+    keys = ("chunk_id", "project", "source", "page_kind", "section_path", "pages", "text")
+    return [dict(zip(keys, c), doc_id=c[0].split("-")[0]) for c in CHUNKS]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="module")
+def vectors(embedder) -> np.ndarray:
+    return embedder.encode([c[-1] for c in CHUNKS])
+
+
+@pytest.fixture()
+def searcher(tmp_path, embedder, vectors) -> VectorSearcher:
+    db = str(tmp_path / "lancedb")
+    write_vectors(db, "v1", _rows(), vectors, embedder.info)
+    return VectorSearcher.open(db, "v1", embedder)
+
+
+def test_write_records_model_and_stats(tmp_path, embedder, vectors):
+    db = str(tmp_path / "lancedb")
+    stats = write_vectors(db, "2024-06-01T12:00", _rows(), vectors, embedder.info)
+    assert stats.rows == len(CHUNKS) and stats.table == table_name("2024-06-01T12:00")
+    assert stats.bytes_on_disk and stats.bytes_on_disk > vectors.nbytes
+    info = read_model_info(db, "2024-06-01T12:00")
+    assert info["weights_hash"] == embedder.info.weights_hash
+    assert info["dimension"] == 384 and info["metric"] == "cosine" and info["version"] == "2024-06-01T12:00"
+
+
+def test_table_names_are_valid_and_distinct():
+    assert table_name("v1.2-rc") == "chunks_v1.2-rc"
+    assert table_name("2024:01") != table_name("2024_01")
+    assert table_name("a b").startswith("chunks_a_b_")
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("How do I expose pods with a stable IP?", "k8s-2"),
+        ("where does terraform keep its state", "tf-1"),
+        ("per-second rate of a counter metric", "prom-1"),
+        ("temporary credentials for a database", "vault-1"),
+    ],
+)
+def test_semantically_closest_chunk_ranks_first(searcher, query, expected):
+    hits = searcher.search(query, k=3)
+    assert hits[0][0] == expected
+    sims = [s for _, s in hits]
+    assert sims == sorted(sims, reverse=True) and -1.0 <= sims[-1] <= sims[0] <= 1.0 + 1e-6
+
+
+def test_search_by_vector_matches_search_by_text(searcher, vectors):
+    hits = searcher.search(vectors[3], k=1)
+    assert hits[0][0] == "tf-1" and hits[0][1] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "filters, allowed",
+    [
+        ({"project": "kubernetes"}, {"k8s-1", "k8s-2", "k8s-3"}),
+        ({"source": "pdf"}, {"k8s-3", "tf-2", "prom-2", "docker-1"}),
+        ({"page_kind": "reference", "source": "web"}, {"k8s-1", "tf-1", "prom-1", "nginx-1"}),
+        ({"project": ["vault", "nginx"]}, {"vault-1", "nginx-1"}),
+        ({"page": 3}, {"k8s-3", "prom-2"}),
+        ({"section_prefix": "Modules_"}, {"tf-2"}),  # "_" is literal, not a LIKE wildcard
+        ({"section_prefix": "Modules%"}, {"nginx-1"}),
+    ],
+)
+def test_filters_return_only_matches_and_still_fill_k(searcher, filters, allowed):
+    hits = searcher.search("terraform state backend", k=len(allowed), filters=filters)
+    assert {cid for cid, _ in hits} == allowed
+    many = searcher.search("terraform state backend", k=20, filters=filters)
+    assert {cid for cid, _ in many} == allowed
+
+
+def test_filter_without_matches_and_unknown_filter(searcher):
+    assert searcher.search("pods", k=5, filters={"project": "O'Reilly"}) == []
+    with pytest.raises(ValueError):
+        searcher.search("pods", k=5, filters={"colour": "blue"})
+    assert build_where({"section_prefix": "a\\b"}) == "(section_path LIKE 'a\\\\b%' ESCAPE '\\')"
+
+
+def test_index_built_by_another_model_is_refused(tmp_path, embedder, vectors):
+    db = str(tmp_path / "lancedb")
+    other = dataclasses.replace(embedder.info, model_id="someone/else", weights_hash="0" * 64)
+    write_vectors(db, "v-other", _rows(), vectors, other)
+    with pytest.raises(ModelMismatch, match="someone/else"):
+        VectorSearcher.open(db, "v-other", embedder)
+
+
+def test_rematerialisation_overwrites_instead_of_appending(tmp_path, embedder, vectors):
+    db = str(tmp_path / "lancedb")
+    write_vectors(db, "v1", _rows(), vectors, embedder.info)
+    table = pa.Table.from_pylist(_rows()[:6])
+    stats = write_vectors(db, "v1", table, vectors[:6], embedder.info)
+    assert stats.rows == 6 == count_rows(db, "v1")
+    hits = VectorSearcher.open(db, "v1", embedder).search("kubernetes", k=20)
+    assert len(hits) == 6 and len({cid for cid, _ in hits}) == 6
+    write_vectors(db, "v2", _rows(), vectors, embedder.info)
+    drop_version(db, "v1")
+    assert not table_exists(db, "v1") and table_exists(db, "v2")
+    drop_version(db, "v1")  # idempotent
+
+
+def test_bad_input_is_rejected_before_writing(tmp_path, embedder, vectors):
+    db = str(tmp_path / "db")
+    with pytest.raises(ValueError, match="shape"):
+        write_vectors(db, "v1", _rows(), vectors[:5], embedder.info)
+    with pytest.raises(ValueError, match="distinct"):
+        write_vectors(db, "v1", _rows()[:2] + _rows()[:1], vectors[:3], embedder.info)
+    assert not table_exists(db, "v1")
