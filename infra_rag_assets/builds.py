@@ -13,10 +13,15 @@ from pathlib import Path
 import dagster as dg
 
 from .defs.partitions import index_version
-from .defs.resources import PROJECT_ROOT, BuildSettings, RagStore
+from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.config import new_version_name, sources_fingerprint
 
-STAGES = ["source_pages", "documents"]
+STAGES = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
+# What `--through X` runs: X and everything upstream of it ("indexes" = both indexes).
+THROUGH = {
+    "source_pages": STAGES[:1], "documents": STAGES[:2], "chunks": STAGES[:3],
+    "vectors": STAGES[:4], "lexical_index": [*STAGES[:3], "lexical_index"], "indexes": STAGES,
+}
 
 
 def ensure_dagster_home(store: RagStore) -> Path:
@@ -45,16 +50,19 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
 
 
 def stages_through(through: str, start: str | None = None) -> list[str]:
-    if through not in STAGES:
-        raise ValueError(f"unknown stage {through!r}; choose one of {', '.join(STAGES)}")
-    first = STAGES.index(start) if start else 0
-    if first > STAGES.index(through):
-        raise ValueError(f"--from {start} comes after --through {through}")
-    return STAGES[first: STAGES.index(through) + 1]
+    """The stages to run, in order, for ``--through`` and optionally ``--from``."""
+    if through not in THROUGH:
+        raise ValueError(f"unknown stage {through!r}; choose one of {', '.join(THROUGH)}")
+    stages = THROUGH[through]
+    if start is None:
+        return stages
+    if start not in stages:
+        raise ValueError(f"--from {start} is not a stage before --through {through}")
+    return stages[stages.index(start):]
 
 
 def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
-                        store: RagStore, settings: BuildSettings,
+                        store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None = None,
                         tags: dict[str, str] | None = None, quiet: bool = True) -> dg.ExecuteInProcessResult:
     """Run the selected stages (and their checks) for ``version`` as one in-process run."""
     from .definitions import defs
@@ -63,7 +71,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     run_config = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}} if quiet else None
     return dg.materialize(
         assets, instance=instance, partition_key=version, selection=stages,
-        resources={"store": store, "settings": settings}, tags=tags or {},
+        resources={"store": store, "settings": settings, "embedding": embedding or EmbedderResource()}, tags=tags or {},
         raise_on_error=False, run_config=run_config,
     )
 

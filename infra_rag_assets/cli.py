@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import time
 import uuid
+import warnings
 
 import click
 from rich.console import Console
@@ -50,6 +50,7 @@ def friendly_errors(fn):
 @click.pass_context
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
+    warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
     from .defs.resources import BuildSettings, RagStore
 
     store = RagStore(home=home) if home else RagStore()
@@ -58,7 +59,8 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 
 
 @main.command()
-@click.option("--through", default="documents", show_default=True, help="last stage to build")
+@click.option("--through", default="indexes", show_default=True,
+              help="last stage: source_pages, documents, chunks, vectors, lexical_index, indexes")
 @click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
 @click.pass_obj

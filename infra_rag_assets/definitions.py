@@ -2,11 +2,15 @@
 
 import dagster as dg
 
-from .defs import documents, sources
-from .defs.resources import BuildSettings, RagStore
+from .defs import chunks, documents, indexes, sources
+from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 defs = dg.Definitions(
-    assets=[sources.source_pages, documents.documents],
-    asset_checks=[documents.documents_spans_are_exact, documents.documents_failure_rate],
-    resources={"store": RagStore(), "settings": BuildSettings()},
+    assets=[sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index],
+    asset_checks=[
+        documents.documents_spans_are_exact, documents.documents_failure_rate,
+        chunks.chunks_are_exact_slices, chunks.chunks_within_size,
+        indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
+    ],
+    resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )

@@ -191,7 +191,7 @@ def test_long_section_splits_at_paragraphs_first(counter):
     assert len(chunks) > 1
     for a, b in zip(chunks, chunks[1:]):
         assert "\n\n" in text[a.end : b.start]
-    assert all(p in c.text for p in paragraphs for c in chunks if p[:8] in c.text)
+    assert all(any(p in c.text for c in chunks) for p in paragraphs)  # none was cut
 
 
 def test_long_code_block_splits_at_lines(counter):

@@ -103,3 +103,22 @@ def _fingerprint(config: BuildConfig) -> str:
     from ..rag.config import sources_fingerprint
 
     return sources_fingerprint(config.sources)
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """How to run the embedding model (which model is part of the version's configuration)."""
+
+    batch_size: int = Field(default=32, description="texts per forward pass (32 is fastest on 2 CPU cores)")
+    device: str = "cpu"
+
+    def embedder(self, model: str):
+        """One loaded model per process and model id: repeated materializations reuse it."""
+        from ..rag.embedding import Embedder
+
+        key = (model, self.device)
+        if key not in _EMBEDDERS:
+            _EMBEDDERS[key] = Embedder(model, device=self.device)
+        return _EMBEDDERS[key]
+
+
+_EMBEDDERS: dict = {}

@@ -105,7 +105,7 @@ class Warehouse:
 
     def frame(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         with self.connect(read_only=True) as con:
-            return pl.from_arrow(con.execute(sql, params or []).to_arrow_table())
+            return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
         with self.connect(read_only=True) as con:

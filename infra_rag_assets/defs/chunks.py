@@ -1,0 +1,93 @@
+"""chunks: section-aware, token-sized exact slices of every ok document."""
+
+import numpy as np
+import polars as pl
+
+import dagster as dg
+
+from ..rag.config import BuildConfig, stable_hash
+from ..rag.corpus_chunks import chunk_documents
+from .partitions import index_version
+from .reporting import md_table
+from .resources import RagStore
+from .sources import _log_every
+
+TOKEN_BINS = [32, 64, 128, 192, 256]
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["documents"],
+    group_name="indexing",
+    kinds={"duckdb", "python"},
+    owners=["team:search-platform"],
+    description="Section-aware chunks sized in the embedding model's tokens. Each is an exact slice "
+    "document.text[start:end]; a context line (project › title › section) is kept beside it for "
+    "embedding and indexing only.",
+)
+def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+    from ..rag.chunking import HFTokenCounter
+    from ..rag.embedding import resolve_model_path
+
+    version = context.partition_key
+    warehouse = store.warehouse()
+    config = BuildConfig.from_dict(warehouse.version_config(version) or {})
+    docs = warehouse.frame("SELECT * FROM documents WHERE index_version = ? ORDER BY doc_id", [version])
+    if docs.is_empty():
+        raise dg.Failure(f"no documents for {version}: materialize documents first")
+    counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
+    frame = chunk_documents(docs.iter_rows(named=True), counter, config.chunking,
+                            progress=_log_every(context, "chunked documents", 250))
+    rows = warehouse.replace_partition("chunks", version, frame)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": rows,
+            "chunks_by_project": md_table(frame.group_by("project").agg(
+                pl.len().alias("chunks"), pl.col("token_count").mean().round(1).alias("mean_tokens"),
+                pl.col("token_count").max().alias("max_tokens")).sort("project")),
+            "token_histogram": md_table(token_histogram(frame)),
+            "chunk_settings": dg.MetadataValue.json(config.to_dict()["chunking"]),
+            "preview": md_table(frame.select("chunk_id", "doc_id", "section_path", "token_count", "text"), 10),
+        },
+        data_version=dg.DataVersion(chunks_version(frame)),
+    )
+
+
+def chunks_version(frame: pl.DataFrame) -> str:
+    """Rolls up every chunk's id and embedded-text hash: moves when any chunk or context moves."""
+    return stable_hash(frame.select("chunk_id", "embed_hash").sort("chunk_id").rows(), 16)
+
+
+def token_histogram(frame: pl.DataFrame) -> pl.DataFrame:
+    """Chunk counts per token-size bin (columns) and project (rows)."""
+    labels = [f"≤{b}" for b in TOKEN_BINS] + [f">{TOKEN_BINS[-1]}"]
+    index = np.digitize(frame["token_count"].to_numpy(), TOKEN_BINS, right=True)
+    binned = frame.with_columns(pl.Series("bin", [labels[i] for i in index], dtype=pl.String))
+    table = binned.group_by("project", "bin").len().pivot(on="bin", index="project", values="len").fill_null(0)
+    return table.select("project", *[lab for lab in labels if lab in table.columns]).sort("project")
+
+
+@dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
+                description="Every chunk is the exact slice document.text[start:end] (ERROR, blocking).")
+def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    bad = store.warehouse().frame(
+        "SELECT c.chunk_id, c.doc_id, c.start_char, c.end_char FROM chunks c JOIN documents d "
+        "ON d.index_version = c.index_version AND d.doc_id = c.doc_id WHERE c.index_version = ? "
+        "AND substr(d.text, c.start_char + 1, c.end_char - c.start_char) IS DISTINCT FROM c.text",
+        [context.partition_key])
+    total = store.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [context.partition_key])[0][0]
+    return dg.AssetCheckResult(passed=bad.is_empty() and total > 0,
+                               metadata={"chunks_checked": total, "violations": len(bad),
+                                         "examples": md_table(bad, 10)})
+
+
+@dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
+                description="No empty chunk and none over the version's max_tokens (ERROR, blocking).")
+def chunks_within_size(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    warehouse = store.warehouse()
+    config = BuildConfig.from_dict(warehouse.version_config(context.partition_key) or {})
+    bad = warehouse.frame(
+        "SELECT chunk_id, doc_id, token_count, length(text) AS chars FROM chunks WHERE index_version = ? "
+        "AND (trim(text) = '' OR token_count > ?)", [context.partition_key, config.chunking.max_tokens])
+    return dg.AssetCheckResult(passed=bad.is_empty(), metadata={
+        "max_tokens": config.chunking.max_tokens, "violations": len(bad), "examples": md_table(bad, 10)})

@@ -1,0 +1,147 @@
+"""vectors (LanceDB) and lexical_index (Tantivy) for one index version, plus parity checks."""
+
+import time
+from pathlib import Path
+
+import polars as pl
+
+import dagster as dg
+
+from ..rag.config import BuildConfig, stable_hash
+from ..rag.corpus_chunks import embed_input
+from .partitions import index_version
+from .reporting import md_table
+from .resources import EmbedderResource, RagStore
+
+
+def _chunks(store: RagStore, version: str) -> pl.DataFrame:
+    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ? ORDER BY chunk_id", [version])
+    if frame.is_empty():
+        raise dg.Failure(f"no chunks for {version}: materialize chunks first")
+    return frame
+
+
+def _config(store: RagStore, version: str) -> BuildConfig:
+    return BuildConfig.from_dict(store.warehouse().version_config(version) or {})
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["chunks"],
+    group_name="indexing",
+    kinds={"lancedb", "pytorch"},
+    owners=["team:search-platform"],
+    pool="lancedb_writer",
+    description="Normalized sentence-transformers vectors of context line + chunk text, one LanceDB table "
+    "per index version, with the model id, weights hash, dimension and metric in the table metadata. "
+    "Vectors come from a content-addressed cache keyed by (model hash, exact text).",
+)
+def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: EmbedderResource) -> dg.MaterializeResult:
+    from ..rag.embedding import EmbeddingCache, embed_with_cache
+    from ..rag.vector_store import write_vectors
+
+    version = context.partition_key
+    config, frame = _config(store, version), _chunks(store, version)
+    embedder = embedding.embedder(config.model_id)
+    if config.model_hash and embedder.weights_hash != config.model_hash:
+        raise dg.Failure(f"model {config.model_id} has weights {embedder.weights_hash[:12]}, but {version} "
+                         f"was configured with {config.model_hash[:12]}: build a new index version")
+    texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
+    started = time.perf_counter()
+    matrix, stats = embed_with_cache(embedder, EmbeddingCache(store.cache_dir()), texts,
+                                     batch_size=embedding.batch_size, progress=_embed_progress(context))
+    info = embedder.info
+    table = write_vectors(store.vectors_uri(), version, frame.to_dicts(), matrix, info)
+    total = stats.hits + stats.misses
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": table.rows, "table": table.table,
+            "lancedb_uri": dg.MetadataValue.path(store.vectors_uri()),
+            "model_id": info.model_id, "model_weights_hash": info.weights_hash,
+            "dimension": info.dimension, "metric": info.metric,
+            "cache_hits": stats.hits, "texts_embedded": stats.misses,
+            "cache_hit_rate": round(stats.hits / total, 4) if total else 1.0,
+            "seconds_embedding": round(stats.seconds_embedding, 2),
+            "chunks_per_second": round(stats.misses / stats.seconds_embedding, 1) if stats.seconds_embedding else 0.0,
+            "seconds_total": round(time.perf_counter() - started, 2),
+            "bytes_on_disk": table.bytes_on_disk or 0,
+        },
+        data_version=dg.DataVersion(stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)),
+    )
+
+
+def _embed_progress(context: dg.AssetExecutionContext):
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if done == total or time.monotonic() - last[0] > 10:
+            last[0] = time.monotonic()
+            context.log.info(f"embedded {done}/{total} new texts")
+
+    return progress
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["chunks"],
+    group_name="indexing",
+    kinds={"tantivy"},
+    owners=["team:search-platform"],
+    pool="tantivy_writer",
+    description="BM25 index (Tantivy) of context line + chunk text with identifier-aware analysis "
+    "(maxSurge → maxsurge, max, surge) and English stemming; title and section boosted. Built in a "
+    "staging directory and renamed into place only after commit.",
+)
+def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+    from ..rag.lexical_store import LexicalDoc, build_index
+
+    version = context.partition_key
+    frame = _chunks(store, version)
+    docs = (LexicalDoc(chunk_id=r["chunk_id"], doc_id=r["doc_id"], project=r["project"], source=r["source"],
+                       page_kind=r["page_kind"], section_path=r["section_path"], title=r["title"],
+                       text=r["text"], pages=list(r["pages"] or []))
+            for r in frame.iter_rows(named=True))
+    target = store.tantivy_root() / version
+    started = time.perf_counter()
+    count = build_index(target, docs)
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
+                  "seconds_indexing": round(time.perf_counter() - started, 2),
+                  "bytes_on_disk": _dir_bytes(target)},
+        data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
+    )
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _chunk_count(store: RagStore, version: str) -> int:
+    return store.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [version])[0][0]
+
+
+@dg.asset_check(asset=vectors, blocking=True, partitions_def=index_version,
+                description="Vector rows == chunk count, and the table's model hash matches the version's "
+                "configured model (ERROR, blocking).")
+def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    from ..rag.vector_store import count_rows, read_model_info
+
+    version = context.partition_key
+    chunks, rows = _chunk_count(store, version), count_rows(store.vectors_uri(), version)
+    built = read_model_info(store.vectors_uri(), version)
+    configured = _config(store, version).model_hash
+    model_ok = not configured or built.get("weights_hash") == configured
+    return dg.AssetCheckResult(passed=chunks == rows and model_ok, metadata={
+        "chunks": chunks, "vector_rows": rows, "table_model_hash": str(built.get("weights_hash", "")),
+        "configured_model_hash": configured})
+
+
+@dg.asset_check(asset=lexical_index, blocking=True, partitions_def=index_version,
+                description="Lexical documents == chunk count for the version (ERROR, blocking).")
+def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    from ..rag.lexical_store import LexicalSearcher
+
+    version = context.partition_key
+    docs = LexicalSearcher.open(store.tantivy_root() / version).doc_count()
+    chunks = _chunk_count(store, version)
+    return dg.AssetCheckResult(passed=docs == chunks, metadata={"chunks": chunks, "lexical_docs": docs})

@@ -1,0 +1,87 @@
+"""Turn documents rows into chunk rows: the chunks stage as a plain function.
+
+A chunk row carries everything retrieval and citation need (doc id, project, URL + anchor,
+section path, PDF pages, page kind, token count, hashes) plus the optional context line that
+is prepended for embedding and indexing only; ``text`` is always the exact slice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable
+
+import polars as pl
+
+from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, text_hash
+from .config import ChunkSettings
+from .models import STATUS_OK, PageSpan, Section
+
+SECTION_SEP = " › "
+CHUNK_SCHEMA = {
+    "chunk_id": pl.String, "doc_id": pl.String, "source": pl.String, "project": pl.String,
+    "page_id": pl.String, "url": pl.String, "title": pl.String, "section_path": pl.String,
+    "anchor": pl.String, "pages": pl.List(pl.Int32), "page_kind": pl.String, "ordinal": pl.Int32,
+    "start_char": pl.Int64, "end_char": pl.Int64, "text": pl.String, "context": pl.String,
+    "token_count": pl.Int32, "text_hash": pl.String, "embed_hash": pl.String,
+}
+
+
+def chunker_config(settings: ChunkSettings) -> ChunkerConfig:
+    return ChunkerConfig(target_tokens=settings.target_tokens, max_tokens=settings.max_tokens,
+                         min_tokens=settings.min_tokens)
+
+
+def embed_input(context: str, text: str) -> str:
+    """What the embedder and the lexical index see: context line, newline, exact slice."""
+    return f"{context}\n{text}" if context else text
+
+
+def chunk_documents(docs: Iterable[dict], counter: TokenCounter, settings: ChunkSettings,
+                    progress: Callable[[int, int], None] | None = None) -> pl.DataFrame:
+    """Chunk every ``ok`` document (duplicates and failures are not indexed)."""
+    docs = [d for d in docs if d["status"] == STATUS_OK]
+    config = chunker_config(settings)
+    rows: list[dict] = []
+    for i, doc in enumerate(docs, 1):
+        rows.extend(_document_chunks(doc, counter, config, settings.context_line))
+        if progress:
+            progress(i, len(docs))
+    return pl.DataFrame(rows, schema=CHUNK_SCHEMA)
+
+
+def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, with_context: bool) -> list[dict]:
+    sections = [Section(**{**s, "path": tuple(s["path"])}) for s in json.loads(doc["sections_json"])]
+    page_spans = [PageSpan(**p) for p in json.loads(doc["page_spans_json"])]
+    rows = []
+    for chunk in chunk_document(doc["text"], sections, page_spans, counter, config):
+        if is_bare_heading(chunk.text, chunk.section_path):
+            continue
+        digest = text_hash(chunk.text)
+        context = context_line(doc["project"], doc["title"], chunk.section_path) if with_context else ""
+        rows.append({
+            "chunk_id": chunk_id(doc["doc_id"], chunk.start, chunk.end, digest),
+            "doc_id": doc["doc_id"], "source": doc["source"], "project": doc["project"],
+            "page_id": doc["page_id"], "url": _cite_url(doc["url"], chunk.anchor if len(chunk.section_path) > 1 else "", chunk.pages),
+            "title": doc["title"], "section_path": SECTION_SEP.join(chunk.section_path),
+            "anchor": chunk.anchor, "pages": list(chunk.pages), "page_kind": doc["page_kind"],
+            "ordinal": chunk.ordinal, "start_char": chunk.start, "end_char": chunk.end,
+            "text": chunk.text, "context": context, "token_count": chunk.token_count,
+            "text_hash": digest, "embed_hash": text_hash(embed_input(context, chunk.text)),
+        })
+    return rows
+
+
+def is_bare_heading(text: str, section_path: tuple[str, ...]) -> bool:
+    """A chunk that is only its section's heading line (a parent heading whose body is all
+    subsections). It says nothing its children's context lines do not already carry, and as a
+    2-word vector it attracts unrelated queries, so it is not indexed."""
+    return bool(section_path) and "\n" not in text and text.lstrip("#").strip() == section_path[-1].strip()
+
+
+def _cite_url(url: str, anchor: str, pages: tuple[int, ...]) -> str:
+    """PDF chunks cite their first page (``#page=N``); web pages cite the section anchor."""
+    if pages:
+        return f"{url}#page={pages[0]}"
+    if anchor and not anchor.startswith("page-"):
+        return f"{url}#{anchor}"
+    return url
