@@ -79,3 +79,38 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
 def _assets_and_checks(defs: dg.Definitions) -> list:
     return [*defs.assets, *(defs.asset_checks or [])]
 
+
+
+def latest_version_with(store: RagStore, table: str, exclude: str = "") -> str | None:
+    """The newest version (by creation time) that has rows in ``table``."""
+    found = store.warehouse().rows(
+        f"SELECT v.index_version FROM index_versions v WHERE v.index_version <> ? AND EXISTS "
+        f"(SELECT 1 FROM {table} t WHERE t.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1",
+        [exclude])
+    return found[0][0] if found else None
+
+
+def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, start: str) -> str:
+    """Copy the stages before ``start`` from the newest earlier version whose sources match.
+
+    The copy is recorded as a runless materialization of each copied asset in the new
+    partition (metadata names the version it came from), so lineage in the UI stays whole.
+    """
+    copied = STAGES[:STAGES.index(start)]
+    if not copied:
+        return ""
+    warehouse = store.warehouse()
+    previous = latest_version_with(store, "documents", exclude=version)
+    if previous is None:
+        raise ValueError("--from needs an earlier version with documents; run a full build first")
+    fingerprints = dict(warehouse.rows(
+        "SELECT index_version, sources_fingerprint FROM index_versions WHERE index_version IN (?, ?)",
+        [version, previous]))
+    if fingerprints.get(version) != fingerprints.get(previous):
+        raise ValueError(f"sources changed since {previous}; run a full build (without --from)")
+    for asset in copied:
+        rows = warehouse.copy_partition(asset, previous, version)
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            asset_key=asset, partition=version,
+            metadata={"copied_from": previous, "dagster/row_count": rows}))
+    return previous

@@ -28,7 +28,7 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
-        console.print(f"[bold red]error:[/] {self.message}", highlight=False)
+        console.print(f"[bold red]error:[/] {self.message}", highlight=False, soft_wrap=True)
 
 
 def friendly_errors(fn):
@@ -69,7 +69,7 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
     """Create a new index version and materialize the graph for it, in-process."""
     import dagster as dg
 
-    from .builds import ensure_dagster_home, materialize_version, register_version, stages_through
+    from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through
 
     store, settings = obj["store"], obj["settings"]
     stages = stages_through(through, start)
@@ -82,6 +82,10 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
         else:
             with console.status("snapshotting configuration and sources…"):
                 version = register_version(instance, store, settings, created_by="cli")
+        if start:
+            previous = reuse_upstream(instance, store, version, start)
+            if previous:
+                console.print(f"reusing earlier stages of {previous} (sources unchanged)")
         console.print(f"index version [bold]{version}[/]: {' → '.join(stages)}")
         build_id = uuid.uuid4().hex[:12]
         watcher = _StageWatcher(instance, build_id, stages)
@@ -165,10 +169,22 @@ def versions(obj: dict) -> None:
     if frame.is_empty():
         console.print("no index versions yet: run `infra-rag build`")
         return
-    table = Table("index_version", "created_at", "created_by", "config", "documents", "chunks")
-    for row in frame.iter_rows(named=True):
-        table.add_row(row["index_version"], f"{row['created_at']:%Y-%m-%d %H:%M:%S}", row["created_by"],
-                      row["config_hash"][:10], str(row["documents"]), str(row["chunks"]))
+    columns = ["index_version", "created_at", "created_by", "config", "documents", "chunks"]
+    rows = [[r["index_version"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["created_by"],
+             r["config_hash"][:10], str(r["documents"]), str(r["chunks"])] for r in frame.iter_rows(named=True)]
+    print_rows(columns, rows)
+
+
+def print_rows(columns: list[str], rows: list[list[str]]) -> None:
+    """A table on a terminal; tab-separated lines (with a header) for scripts and pipes."""
+    if not out.is_terminal:
+        click.echo("\t".join(columns))
+        for row in rows:
+            click.echo("\t".join(row))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 

@@ -134,3 +134,14 @@ class Warehouse:
             "(SELECT count(*) FROM chunks c WHERE c.index_version = v.index_version) AS chunks "
             "FROM index_versions v ORDER BY v.created_at"
         )
+
+    def copy_partition(self, table: str, source_version: str, target_version: str) -> int:
+        """Replace ``target_version``'s rows of ``table`` with a copy of ``source_version``'s."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            con.execute(f"DELETE FROM {table} WHERE index_version = ?", [target_version])
+            con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS index_version) "
+                        f"FROM {table} WHERE index_version = ?", [target_version, source_version])
+            count = con.execute(f"SELECT count(*) FROM {table} WHERE index_version = ?", [target_version]).fetchall()[0][0]
+            con.execute("COMMIT")
+        return count
