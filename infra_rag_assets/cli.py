@@ -7,7 +7,6 @@ Built on the same library and asset graph as the Dagster UI. Bad input ends with
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import uuid
 import warnings
@@ -188,5 +187,9 @@ def print_rows(columns: list[str], rows: list[list[str]]) -> None:
     out.print(table)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def _register_subcommands() -> None:
+    """Subcommand modules attach themselves to ``main`` on import."""
+    from . import cli_query  # noqa: F401
+
+
+_register_subcommands()

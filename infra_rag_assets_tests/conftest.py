@@ -45,8 +45,11 @@ def require_corpus() -> Path:
 @pytest.fixture
 def fixture_corpus(tmp_path: Path) -> Path:
     """A tiny corpus: real Markdown pages, a real PDF, HTML pages and broken files."""
+    return make_fixture_corpus(tmp_path / "corpus")
+
+
+def make_fixture_corpus(root: Path) -> Path:
     corpus = require_corpus()
-    root = tmp_path / "corpus"
     for folder, pages in FIXTURE_PAGES.items():
         for rel in pages:
             target = root / folder / rel
@@ -66,7 +69,10 @@ def fixture_corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def fixture_sources(tmp_path: Path, fixture_corpus: Path) -> Path:
     """sources.yaml over the fixture corpus (same shape as the project's own)."""
-    path = tmp_path / "sources.yaml"
+    return write_fixture_sources(tmp_path / "sources.yaml", fixture_corpus)
+
+
+def write_fixture_sources(path: Path, fixture_corpus: Path) -> Path:
     path.write_text(f"""
 sources:
   - name: kubernetes
@@ -106,3 +112,34 @@ sources:
     mirror: {fixture_corpus}/pdf
 """)
     return path
+
+
+@pytest.fixture(scope="session")
+def built_index(tmp_path_factory):
+    """One fixture-corpus index version built through every index stage, shared read-only.
+
+    Tests that change state (releases, traces) get their own data home via ``fresh_home``.
+    """
+    import dagster as dg
+
+    from infra_rag_assets.builds import STAGES, materialize_version, register_version
+    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+
+    base = tmp_path_factory.mktemp("built_index")
+    corpus = make_fixture_corpus(base / "corpus")
+    sources = write_fixture_sources(base / "sources.yaml", corpus)
+    store = RagStore(home=str(base / "home"))
+    settings = BuildSettings(sources_file=str(sources))
+    with dg.DagsterInstance.ephemeral() as instance:
+        version = register_version(instance, store, settings, created_by="test")
+        result = materialize_version(version, STAGES, instance, store, settings, EmbedderResource(batch_size=16))
+        assert result.success
+    return {"home": base / "home", "version": version, "sources": sources, "corpus": corpus}
+
+
+@pytest.fixture
+def fresh_home(built_index, tmp_path):
+    """A private copy of the built data home (safe to write releases and traces into)."""
+    target = tmp_path / "home"
+    shutil.copytree(built_index["home"], target)
+    return target

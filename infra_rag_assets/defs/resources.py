@@ -14,14 +14,11 @@ from pydantic import Field
 
 from ..rag.blobs import BlobStore
 from ..rag.config import BuildConfig, ChunkSettings, make_build_config
+from ..rag.home import DataHome, default_home
 from ..rag.sources import Source, load_sources
 from ..rag.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def default_home() -> str:
-    return os.environ.get("INFRA_RAG_HOME", str(Path.cwd() / ".infra_rag"))
 
 
 def default_sources_file() -> str:
@@ -34,24 +31,27 @@ class RagStore(dg.ConfigurableResource):
     home: str = Field(default_factory=default_home, description="data home directory")
     lancedb_uri: str = Field(default="", description="LanceDB URI; empty = <home>/lancedb (may be s3://...)")
 
+    def data_home(self) -> DataHome:
+        return DataHome.at(self.home, self.lancedb_uri)
+
     @property
     def root(self) -> Path:
-        return Path(self.home).resolve()
+        return self.data_home().root
 
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.root / "warehouse.duckdb")
+        return self.data_home().warehouse()
 
     def blobs(self) -> BlobStore:
-        return BlobStore(self.root / "blobs")
+        return self.data_home().blobs()
 
     def vectors_uri(self) -> str:
-        return self.lancedb_uri or str(self.root / "lancedb")
+        return self.data_home().vectors_uri()
 
     def tantivy_root(self) -> Path:
-        return self.root / "tantivy"
+        return self.data_home().tantivy_root()
 
     def cache_dir(self) -> Path:
-        return self.root / "embedding_cache"
+        return self.data_home().cache_dir()
 
 
 class BuildSettings(dg.ConfigurableResource):

@@ -38,7 +38,29 @@ SCHEMA: dict[str, str] = {
         pages INTEGER[], page_kind VARCHAR, ordinal INTEGER, start_char BIGINT, end_char BIGINT,
         text VARCHAR, context VARCHAR, token_count INTEGER, text_hash VARCHAR,
         embed_hash VARCHAR""",
+    "eval_results": """
+        index_version VARCHAR, run_id VARCHAR, benchmark VARCHAR, benchmark_hash VARCHAR,
+        regime VARCHAR, retrieval_config_hash VARCHAR, question_id VARCHAR, question VARCHAR,
+        category VARCHAR, project VARCHAR, page_kind VARCHAR, relevant VARCHAR[],
+        ranked_doc_ids VARCHAR[], ranked_chunk_ids VARCHAR[], rank INTEGER, hit_at_1 BOOLEAN,
+        hit_at_5 BOOLEAN, hit_at_10 BOOLEAN, reciprocal_rank DOUBLE, ndcg_at_10 DOUBLE,
+        abstained BOOLEAN, should_abstain BOOLEAN, degraded BOOLEAN, support DOUBLE,
+        latency_ms DOUBLE""",
+    "eval_metrics": """
+        index_version VARCHAR, run_id VARCHAR, benchmark VARCHAR, regime VARCHAR, slice VARCHAR,
+        slice_value VARCHAR, metric VARCHAR, value DOUBLE, n INTEGER""",
+    "releases": """
+        event_id VARCHAR, index_version VARCHAR, action VARCHAR, occurred_at TIMESTAMP, actor VARCHAR,
+        run_id VARCHAR, previous_version VARCHAR, reason VARCHAR, metrics_json VARCHAR""",
+    "traces": """
+        trace_id VARCHAR, occurred_at TIMESTAMP, origin VARCHAR, question VARCHAR, index_version VARCHAR,
+        retrieval_config_name VARCHAR, retrieval_config_hash VARCHAR, dense_ranking_json VARCHAR,
+        lexical_ranking_json VARCHAR, hits_json VARCHAR, timings_json VARCHAR, answer VARCHAR,
+        citations_json VARCHAR, outcome VARCHAR, method VARCHAR, abstained BOOLEAN,
+        degraded BOOLEAN, error VARCHAR""",
 }
+# Tables that are append-only history rather than per-version partitions.
+HISTORY_TABLES = {"releases", "traces"}
 
 
 class WarehouseBusy(RuntimeError):
@@ -134,6 +156,15 @@ class Warehouse:
             "(SELECT count(*) FROM chunks c WHERE c.index_version = v.index_version) AS chunks "
             "FROM index_versions v ORDER BY v.created_at"
         )
+
+    def append(self, table: str, frame: pl.DataFrame) -> int:
+        """Append rows (history tables: releases, traces) in one transaction."""
+        arrow = frame.to_arrow()
+        with self.connect() as con:
+            con.register("incoming", arrow)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+            con.unregister("incoming")
+        return arrow.num_rows
 
     def copy_partition(self, table: str, source_version: str, target_version: str) -> int:
         """Replace ``target_version``'s rows of ``table`` with a copy of ``source_version``'s."""

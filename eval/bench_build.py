@@ -1,0 +1,95 @@
+"""Build benchmark (issue: chunks/vectors/lexical): cold build, unchanged rebuild, 1 % edit.
+
+Runs `infra-rag build` three times in a fresh data home over a private copy of the corpus:
+1. cold: every chunk embedded (reports chunks/s and peak RSS);
+2. unchanged corpus: must re-embed 0 chunks and take <= 10 % of the cold build's time;
+3. after appending a paragraph to 1 % of the pages: only those pages' chunks re-embedded.
+Writes eval/results/build_benchmark.json and prints a Markdown table for the README.
+
+    python eval/bench_build.py [--corpus ../shared/corpus] [--work /tmp/infra_rag_bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_build(env: dict) -> tuple[str, float, int]:
+    """One `infra-rag build`; returns (version, wall seconds, peak RSS in MiB of the child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build"], env=env,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        sys.exit(f"build failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
+    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) // 1024
+    return proc.stdout.strip().splitlines()[-1], seconds, peak
+
+
+def vectors_metadata(dagster_home: Path, version: str) -> dict:
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    with dg.DagsterInstance.get() as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("vectors"), asset_partitions=[version]), limit=1).records
+        meta = records[0].asset_materialization.metadata
+        return {k: getattr(v, "value", v) for k, v in meta.items()}
+
+
+def edit_pages(corpus: Path, share: float, seed: int = 7) -> list[str]:
+    pages = sorted((corpus / "kubernetes").rglob("*.md")) + sorted((corpus / "argocd").rglob("*.md"))
+    chosen = random.Random(seed).sample(pages, max(1, round(len(pages) * share)))
+    for page in chosen:
+        page.write_text(page.read_text() + "\n\nBenchmark edit: this paragraph was appended to test "
+                        "incremental re-embedding of changed pages only.\n")
+    return [str(p.relative_to(corpus)) for p in chosen]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
+    parser.add_argument("--work", default="/tmp/infra_rag_bench")
+    args = parser.parse_args()
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    corpus = work / "corpus"
+    shutil.copytree(args.corpus, corpus)
+    for path in corpus.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    env = {**os.environ, "INFRA_RAG_HOME": str(work / "home"), "INFRA_RAG_CORPUS": str(corpus),
+           "DAGSTER_HOME": str(work / "dagster")}
+    (work / "dagster").mkdir(parents=True)
+    results = {}
+    for label in ("cold", "unchanged", "edit_1pct"):
+        edited = edit_pages(corpus, 0.01) if label == "edit_1pct" else []
+        version, seconds, peak = run_build(env)
+        meta = vectors_metadata(work / "dagster", version)
+        results[label] = {"version": version, "seconds": round(seconds, 1), "peak_rss_mib": peak,
+                          "chunks": meta["dagster/row_count"], "texts_embedded": meta["texts_embedded"],
+                          "cache_hit_rate": meta["cache_hit_rate"], "seconds_embedding": meta["seconds_embedding"],
+                          "chunks_per_second": meta["chunks_per_second"], "edited_pages": len(edited)}
+        print(label, results[label], flush=True)
+    results["unchanged"]["share_of_cold_time"] = round(results["unchanged"]["seconds"] / results["cold"]["seconds"], 3)
+    out = ROOT / "eval" / "results" / "build_benchmark.json"
+    out.write_text(json.dumps(results, indent=2))
+    print("\n| build | wall s | chunks | embedded | cache hit | chunks/s | peak RSS MiB |\n|---|---|---|---|---|---|---|")
+    for label, r in results.items():
+        print(f"| {label} | {r['seconds']} | {r['chunks']} | {r['texts_embedded']} | {r['cache_hit_rate']} "
+              f"| {r['chunks_per_second']} | {r['peak_rss_mib']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""`infra-rag search | answer | traces`: query an index version from a terminal or a script."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from .cli import UserError, console, friendly_errors, main, out, print_rows
+
+MAX_QUESTION_CHARS = 2000
+
+
+def _engine(obj: dict, version: str | None):
+    from .rag.embedding import ModelMismatch, ModelUnavailable
+    from .rag.engine import QueryEngine
+
+    try:
+        with console.status("loading index and models…"):
+            return QueryEngine.open(obj["store"].data_home(), version)
+    except (ModelMismatch, ModelUnavailable) as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+
+
+def _config_name(mode: str, config: str | None) -> str:
+    from .rag.engine import MODE_CONFIGS, named_config
+
+    name = config or MODE_CONFIGS[mode]
+    named_config(name)  # one-line error for an unknown name
+    return name
+
+
+def hit_record(hit) -> dict:
+    """The batch contract's hit object."""
+    return {"chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "project": hit.project, "page_id": hit.page_id,
+            "url": hit.url, "section": hit.section, "score": round(float(hit.score), 6), "text": hit.text}
+
+
+def _read_questions(path: str) -> list[dict]:
+    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    questions = []
+    with stream:
+        for n, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise UserError(f"{path}:{n}: not a JSON object") from None
+            if not isinstance(record, dict) or not str(record.get("question", "")).strip() or "id" not in record:
+                raise UserError(f"{path}:{n}: expected {{\"id\", \"question\"}}")
+            questions.append(record)
+    return questions
+
+
+@main.command()
+@click.argument("question", required=False)
+@click.option("--batch", "batch", type=str, default=None, help="JSONL of {\"id\",\"question\"} ('-' = stdin)")
+@click.option("--k", default=10, show_default=True, type=click.IntRange(1, 100))
+@click.option("--version", default=None, help="index version (default: current release, else latest)")
+@click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), default="hybrid", show_default=True)
+@click.option("--config", "config", default=None, help="named retrieval config (overrides --mode)")
+@click.option("--project", default=None, help="filter: kubernetes, prometheus, argocd, cncf")
+@click.option("--json", "as_json", is_flag=True, help="JSON output")
+@click.option("--output", "-o", default="-", help="batch output file (default stdout)")
+@click.pass_obj
+@friendly_errors
+def search(obj, question, batch, k, version, mode, config, project, as_json, output) -> None:
+    """Retrieve passages for QUESTION, or for every line of --batch (one JSON line out per question)."""
+    from .rag.traces import append_traces, trace_row
+
+    if bool(question) == bool(batch):
+        raise UserError("give either a QUESTION or --batch FILE")
+    name = _config_name(mode, config)
+    items = _read_questions(batch) if batch else [{"id": "q", "question": question}]
+    engine = _engine(obj, version)
+    filters = {"project": project} if project else None
+    traces, records = [], []
+    with click.open_file(output, "w") as sink, _progress(len(items), bool(batch)) as advance:
+        for item in items:
+            started = time.perf_counter()
+            result = engine.search(str(item["question"])[:MAX_QUESTION_CHARS], config=name, k=k, filters=filters)
+            record = {"id": item["id"], "hits": [hit_record(h) for h in result.hits], "abstained": result.abstained,
+                      "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+            traces.append(trace_row(origin="cli-batch" if batch else "cli", version=engine.version,
+                                    config_name=name, result=result))
+            if batch or as_json:
+                sink.write(json.dumps(record) + "\n")
+            else:
+                records.append((record, result))
+            advance()
+    append_traces(obj["store"].warehouse(), traces)
+    for record, result in records:
+        _show_hits(engine.version, name, record, result)
+
+
+class _progress:
+    """A progress bar on stderr for batches (none for a single question)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled, self._bar = total, enabled, None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import Progress
+
+            self._bar = Progress(console=console, transient=True)
+            self._bar.start()
+            task = self._bar.add_task("questions", total=self.total)
+            return lambda: self._bar.advance(task)
+        return lambda: None
+
+    def __exit__(self, *exc) -> None:
+        if self._bar:
+            self._bar.stop()
+
+
+def _show_hits(version: str, name: str, record: dict, result) -> None:
+    console.print(f"[dim]{version} · {name} · {record['latency_ms']} ms[/]")
+    if result.abstained:
+        out.print(f"no passage: {result.abstain_reason}")
+    for i, hit in enumerate(result.hits, 1):
+        out.print(f"[bold]{i}. {hit.title}[/] › {hit.section}  [dim]{hit.score:.3f}[/]\n   {hit.url}")
+        out.print("   " + " ".join(hit.text.split())[:240], highlight=False)
+
+
+@main.command()
+@click.argument("question")
+@click.option("--version", default=None)
+@click.option("--config", "config", default=None, help="named retrieval config")
+@click.option("--k", default=6, show_default=True, type=click.IntRange(1, 50))
+@click.option("--offline", is_flag=True, help="use the extractive answerer even if ANTHROPIC_API_KEY is set")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+@friendly_errors
+def answer(obj, question, version, config, k, offline, as_json) -> None:
+    """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
+    from .rag.traces import append_traces, trace_row
+
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UserError(f"question longer than {MAX_QUESTION_CHARS} characters")
+    name = _config_name("hybrid", config)
+    engine = _engine(obj, version)
+    outcome = engine.answer(question, config=name, k=k, use_claude=False if offline else None)
+    append_traces(obj["store"].warehouse(), [trace_row(origin="cli", version=engine.version, config_name=name,
+                                                       result=outcome.result, answer=outcome.answer)])
+    reply = outcome.answer
+    if as_json:
+        click.echo(json.dumps({"version": engine.version, **reply.to_dict(),
+                               "sources": outcome.packed.render_sources()}, default=str))
+        return
+    out.print(reply.text, highlight=False)
+    if reply.citations:
+        out.print("\n[bold]Sources[/]")
+        out.print(outcome.packed.render_sources(), highlight=False)
+    console.print(f"[dim]{engine.version} · {name} · {reply.method} · {reply.outcome}[/]")
+
+
+@main.command()
+@click.option("--last", "last", default=10, show_default=True, type=click.IntRange(1, 1000))
+@click.pass_obj
+@friendly_errors
+def traces(obj, last) -> None:
+    """Show the last N question traces (CLI, service, batch)."""
+    from .rag.traces import last_traces
+
+    frame = last_traces(obj["store"].warehouse(), last)
+    print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.pass_obj
+@friendly_errors
+def serve(obj, host, port) -> None:
+    """Serve POST /search, POST /answer, GET /health, /versions, /release over HTTP."""
+    import uvicorn
+
+    from .service import create_app
+
+    uvicorn.run(create_app(obj["store"].data_home()), host=host, port=port, log_level="info")

@@ -1,0 +1,52 @@
+"""Freshness: a sensor that fingerprints every source and builds a new index version when
+(and only when) something changed; the reindex job it triggers runs the whole chain."""
+
+import dagster as dg
+
+from ..rag.config import new_version_name, sources_fingerprint
+from .partitions import index_version
+from .resources import BuildSettings, RagStore
+
+BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
+
+reindex_job = dg.define_asset_job(
+    name="reindex",
+    selection=dg.AssetSelection.assets(*BUILD_CHAIN),
+    partitions_def=index_version,
+    description="Build one index version end to end (the sensor and the UI launch it per partition).",
+)
+
+
+@dg.sensor(
+    job=reindex_job,
+    minimum_interval_seconds=3600,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Hourly: hash every mirror file (git commit / HTTP sources are pinned in sources.yaml). "
+    "On a change, register a new index_version and request the reindex run for it; otherwise skip "
+    "with the reason.",
+)
+def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settings: BuildSettings):
+    config = settings.build_config()
+    fingerprint = sources_fingerprint(config.sources)
+    warehouse = store.warehouse()
+    latest = warehouse.rows(
+        "SELECT index_version, sources_fingerprint FROM index_versions ORDER BY created_at DESC LIMIT 1")
+    if latest and latest[0][1] == fingerprint:
+        return dg.SkipReason(f"sources unchanged since {latest[0][0]} (fingerprint {fingerprint[:12]})")
+    existing = set(context.instance.get_dynamic_partitions(index_version.name))
+    version = new_version_name(config.config_hash(), existing)
+    warehouse.record_version(version, config.to_dict(), config.config_hash(), fingerprint, created_by="sensor")
+    changed = _changed_sources(latest[0][0] if latest else None, config.sources, warehouse)
+    return dg.SensorResult(
+        dynamic_partitions_requests=[index_version.build_add_request([version])],
+        run_requests=[dg.RunRequest(partition_key=version, run_key=f"reindex-{version}",
+                                    tags={"infra_rag/origin": "sensor", "infra_rag/changed": ",".join(changed)})],
+    )
+
+
+def _changed_sources(previous: str | None, snapshots: list[dict], warehouse) -> list[str]:
+    """Names of sources whose fingerprint differs from the previous version's."""
+    if previous is None:
+        return [s["name"] for s in snapshots]
+    before = {s["name"]: s["fingerprint"] for s in (warehouse.version_config(previous) or {}).get("sources", [])}
+    return [s["name"] for s in snapshots if before.get(s["name"]) != s["fingerprint"]]

@@ -1,0 +1,46 @@
+"""The data home: where every stored artifact of every index version lives.
+
+    <home>/warehouse.duckdb   tables, eval results, releases, traces
+    <home>/blobs/             source page bytes by sha256
+    <home>/lancedb/           one vectors table per version (or lancedb_uri, e.g. s3://...)
+    <home>/tantivy/<version>/ lexical index per version
+    <home>/embedding_cache/   vectors by (model weights hash, text hash)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .blobs import BlobStore
+from .warehouse import Warehouse
+
+
+def default_home() -> str:
+    return os.environ.get("INFRA_RAG_HOME", str(Path.cwd() / ".infra_rag"))
+
+
+@dataclass(frozen=True)
+class DataHome:
+    root: Path
+    lancedb_uri: str = ""
+
+    @classmethod
+    def at(cls, home: str | Path | None = None, lancedb_uri: str = "") -> "DataHome":
+        return cls(Path(home or default_home()).resolve(), lancedb_uri or os.environ.get("INFRA_RAG_LANCEDB_URI", ""))
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.root / "warehouse.duckdb")
+
+    def blobs(self) -> BlobStore:
+        return BlobStore(self.root / "blobs")
+
+    def vectors_uri(self) -> str:
+        return self.lancedb_uri or str(self.root / "lancedb")
+
+    def tantivy_root(self) -> Path:
+        return self.root / "tantivy"
+
+    def cache_dir(self) -> Path:
+        return self.root / "embedding_cache"

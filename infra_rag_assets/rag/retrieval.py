@@ -1,0 +1,352 @@
+"""Hybrid retrieval: dense (LanceDB) + lexical (Tantivy) candidates, fused, optionally reranked.
+
+Framework-free on purpose: the Dagster eval assets, the CLI and a future API all call the same
+``Retriever.search``, so a number measured offline is the number users get.
+
+Why the pieces look the way they do:
+
+* Filters go to *both* searchers, which apply them before ranking, so a filtered query still
+  gets ``k`` hits whenever ``k`` matching chunks exist (post-filtering a global top-k would not).
+* Fusion is either RRF (rank-only, immune to score scales) or weighted min-max (keeps score
+  gaps, tunable by ``alpha``). Both break ties by chunk_id so runs are reproducible.
+* The abstention floor looks at the dense cosine only: BM25 scores are unbounded and depend on
+  corpus statistics, so they cannot carry an absolute "nothing here is relevant" threshold.
+* The reranker is optional and may be missing on an offline machine; then the fused order is
+  kept and the result says ``degraded`` instead of failing the query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from .lexical_store import DEFAULT_BOOSTS, LexicalSearcher
+from .packing import PackedContext, Passage, Source, pack_passages, render_sources  # noqa: F401 - re-export
+
+Ranking = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Every knob that changes what a query returns; ``config_hash`` pins it in traces/evals."""
+
+    name: str = "hybrid-weighted"
+    mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
+    fusion: Literal["rrf", "weighted"] = "weighted"
+    rrf_k: int = 60
+    alpha: float = 0.5
+    depth: int = 50
+    floor: float | None = None
+    rerank: bool = False
+    rerank_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    rerank_depth: int = 20
+    boosts: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Normalised so equal configs hash equally whatever order boosts were given in.
+        object.__setattr__(self, "boosts", tuple(sorted((str(f), float(w)) for f, w in self.boosts)))
+        problems = [
+            self.mode not in ("dense", "lexical", "hybrid") and f"mode {self.mode!r}",
+            self.fusion not in ("rrf", "weighted") and f"fusion {self.fusion!r}",
+            not 0.0 <= self.alpha <= 1.0 and f"alpha {self.alpha} outside [0, 1]",
+            min(self.rrf_k, self.depth, self.rerank_depth) < 1 and "rrf_k/depth/rerank_depth must be >= 1",
+            any(f not in DEFAULT_BOOSTS for f, _ in self.boosts) and f"boost fields must be in {list(DEFAULT_BOOSTS)}",
+        ]
+        if any(problems):
+            raise ValueError("invalid RetrievalConfig: " + "; ".join(p for p in problems if p))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["boosts"] = [list(b) for b in self.boosts]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown RetrievalConfig keys {sorted(unknown)}")
+        values = dict(data)
+        boosts = values.get("boosts", ())
+        values["boosts"] = tuple(boosts.items() if isinstance(boosts, Mapping) else map(tuple, boosts))
+        return cls(**values)
+
+    def config_hash(self) -> str:
+        """sha256 (16 hex) of every knob except ``name``: renaming a config keeps its results."""
+        knobs = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+NAMED_CONFIGS: dict[str, RetrievalConfig] = {
+    c.name: c
+    for c in (
+        RetrievalConfig(name="dense", mode="dense"),
+        RetrievalConfig(name="lexical", mode="lexical"),
+        RetrievalConfig(name="hybrid-rrf", fusion="rrf"),
+        RetrievalConfig(name="hybrid-weighted", fusion="weighted"),
+        RetrievalConfig(name="hybrid-rerank", fusion="weighted", rerank=True),
+    )
+}
+
+
+# --- fusion (pure) --------------------------------------------------------------------------
+
+
+def _ordered(scores: Mapping[str, float]) -> Ranking:
+    """Best first; equal scores ordered by chunk_id so every run returns the same list."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def rrf_fuse(rankings: Sequence[Sequence[tuple[str, float]]], k: int) -> Ranking:
+    """Reciprocal rank fusion: sum of ``1 / (k + rank)`` with 1-based ranks; scores ignored."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        seen: set[str] = set()
+        for rank, (cid, _score) in enumerate(ranking, 1):
+            if cid not in seen:  # a duplicate within one list must not vote twice
+                seen.add(cid)
+                fused[cid] = fused.get(cid, 0.0) + 1.0 / (k + rank)
+    return _ordered(fused)
+
+
+def minmax(scores: Sequence[tuple[str, float]] | Mapping[str, float]) -> dict[str, float]:
+    """Scale to [0, 1]; a list whose scores are all equal maps to 1.0 (all are its best)."""
+    items = dict(scores.items() if isinstance(scores, Mapping) else scores)
+    if not items:
+        return {}
+    lo, hi = min(items.values()), max(items.values())
+    return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in items.items()}
+
+
+def weighted_fuse(dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]], alpha: float) -> Ranking:
+    """``alpha * dense + (1 - alpha) * lexical`` after per-list min-max; absent side counts 0."""
+    d, lex = minmax(dense), minmax(lexical)
+    return _ordered({cid: alpha * d.get(cid, 0.0) + (1 - alpha) * lex.get(cid, 0.0) for cid in {*d, *lex}})
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class Hit:
+    """One retrieved chunk with everything needed to cite it and to explain its rank."""
+
+    chunk_id: str
+    doc_id: str
+    project: str
+    source: str
+    page_id: str
+    url: str
+    title: str
+    section: str
+    text: str
+    score: float  # the fusion score (cosine / BM25 alone in single-side modes)
+    dense_score: float | None
+    lexical_score: float | None
+    dense_rank: int | None  # 1-based rank in the dense candidate list
+    lexical_rank: int | None
+    pages: list[int]
+    start_char: int
+    end_char: int
+    page_kind: str
+    rerank_score: float | None = None  # cross-encoder score when reranked; decides the order
+
+
+@dataclass
+class RetrievalResult:
+    question: str
+    hits: list[Hit]
+    abstained: bool = False
+    abstain_reason: str = ""
+    degraded: bool = False
+    degraded_reason: str = ""
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    dense_ranking: Ranking = field(default_factory=list)
+    lexical_ranking: Ranking = field(default_factory=list)
+    config_hash: str = ""
+
+
+class RerankerUnavailable(RuntimeError):
+    """The cross-encoder could not be loaded (e.g. not in the offline HF cache)."""
+
+
+def catalog_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict]:
+    """chunk_id -> row, e.g. from ``warehouse.frame("SELECT * FROM chunks WHERE ...").iter_rows(named=True)``."""
+    return {row["chunk_id"]: dict(row) for row in rows}
+
+
+def load_cross_encoder(model: str) -> Any:
+    """A sentence-transformers CrossEncoder from local files only (never the network)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import CrossEncoder
+
+    return CrossEncoder(model, device="cpu", local_files_only=True)
+
+
+class Retriever:
+    """Runs one RetrievalConfig over opened searchers; models load once per instance."""
+
+    def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
+                 lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None) -> None:
+        if config.mode in ("dense", "hybrid") and vector_searcher is None:
+            raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
+        if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
+            raise ValueError(f"mode {config.mode!r} needs a lexical_searcher")
+        self.catalog, self.config = catalog, config
+        self.vector_searcher, self.lexical_searcher = vector_searcher, lexical_searcher
+        self._load_reranker = reranker_loader or load_cross_encoder
+        self._reranker: Any = None
+        self._reranker_error = ""  # a failed load is remembered, not retried per query
+
+    def search(self, question: str, *, k: int = 10, filters: dict | None = None) -> RetrievalResult:
+        if not question or not question.strip():
+            raise ValueError("question is empty")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        cfg, timings = self.config, dict.fromkeys(("embed", "dense", "lexical", "fuse", "rerank"), 0.0)
+        started = time.perf_counter()
+        depth = max(cfg.depth, k, cfg.rerank_depth if cfg.rerank else 0)
+        dense = self._dense(question, depth, filters, timings) if cfg.mode != "lexical" else []
+        lexical = self._lexical(question, depth, filters, timings) if cfg.mode != "dense" else []
+        result = RetrievalResult(question, [], timings_ms=timings, dense_ranking=dense,
+                                 lexical_ranking=lexical, config_hash=cfg.config_hash())
+        reason = self._abstain_reason(dense)
+        if reason:
+            result.abstained, result.abstain_reason = True, reason
+        else:
+            t0 = time.perf_counter()
+            fused = self._fuse(dense, lexical)
+            timings["fuse"] = _ms(t0)
+            result.hits = self._hits(fused, dense, lexical, result)
+            result.hits = self._rerank(question, result.hits, result)[:k]
+        timings["total"] = _ms(started)
+        return result
+
+    def _dense(self, question: str, depth: int, filters: dict | None, timings: dict[str, float]) -> Ranking:
+        t0 = time.perf_counter()
+        vector = self.vector_searcher.embedder.encode([question])[0]
+        timings["embed"], t1 = _ms(t0), time.perf_counter()
+        ranking = self.vector_searcher.search(vector, depth, filters=filters)
+        timings["dense"] = _ms(t1)
+        return ranking
+
+    def _lexical(self, question: str, depth: int, filters: dict | None, timings: dict[str, float]) -> Ranking:
+        t0 = time.perf_counter()
+        boosts = dict(self.config.boosts) or None
+        ranking = self.lexical_searcher.search(question, depth, filters=filters, boosts=boosts)
+        timings["lexical"] = _ms(t0)
+        return ranking
+
+    def _abstain_reason(self, dense: Ranking) -> str:
+        floor = self.config.floor
+        if floor is None or self.config.mode == "lexical":
+            return ""
+        if not dense:
+            return "no chunk matches the filters"
+        best = dense[0][1]
+        return f"best dense cosine {best:.3f} < floor {floor:.3f}" if best < floor else ""
+
+    def _fuse(self, dense: Ranking, lexical: Ranking) -> Ranking:
+        cfg = self.config
+        if cfg.mode != "hybrid":
+            return list(dense if cfg.mode == "dense" else lexical)
+        if cfg.fusion == "rrf":
+            return rrf_fuse([dense, lexical], cfg.rrf_k)
+        return weighted_fuse(dense, lexical, cfg.alpha)
+
+    def _hits(self, fused: Ranking, dense: Ranking, lexical: Ranking, result: RetrievalResult) -> list[Hit]:
+        d_rank = {cid: (r, s) for r, (cid, s) in enumerate(dense, 1)}
+        l_rank = {cid: (r, s) for r, (cid, s) in enumerate(lexical, 1)}
+        hits, missing = [], 0
+        for cid, score in fused:
+            row = self.catalog.get(cid)
+            if row is None:
+                missing += 1
+                continue
+            dr, ds = d_rank.get(cid, (None, None))
+            lr, ls = l_rank.get(cid, (None, None))
+            hits.append(_hit(row, cid, score, ds, ls, dr, lr))
+        if missing:  # catalog and index disagree: probably built for different versions
+            _degrade(result, f"{missing} candidate(s) missing from the chunk catalog")
+        return hits
+
+    def _rerank(self, question: str, hits: list[Hit], result: RetrievalResult) -> list[Hit]:
+        if not self.config.rerank or not hits:
+            return hits
+        t0 = time.perf_counter()
+        head, tail = hits[: self.config.rerank_depth], hits[self.config.rerank_depth :]
+        try:
+            model = self._reranker_model()
+            pairs = [(question, f"{h.title} › {h.section}\n{h.text}") for h in head]
+            scores = [float(s) for s in model.predict(pairs)]
+            if len(scores) != len(head):
+                raise ValueError(f"{len(scores)} scores for {len(head)} passages")
+        except Exception as exc:  # noqa: BLE001 - any reranker failure keeps the fused order
+            why = str(exc) if isinstance(exc, RerankerUnavailable) else f"rerank failed: {_one_line(exc)}"
+            _degrade(result, f"{why}; fused order kept")
+            return hits
+        finally:
+            result.timings_ms["rerank"] = _ms(t0)
+        for hit, score in zip(head, scores):
+            hit.rerank_score = score
+        order = {h.chunk_id: i for i, h in enumerate(head)}  # stable tie-break: fused position
+        return sorted(head, key=lambda h: (-h.rerank_score, order[h.chunk_id])) + tail
+
+    def _reranker_model(self) -> Any:
+        if self._reranker is None:
+            if self._reranker_error:
+                raise RerankerUnavailable(self._reranker_error)
+            try:
+                self._reranker = self._load_reranker(self.config.rerank_model)
+            except Exception as exc:  # noqa: BLE001 - reported as degraded, never fatal
+                self._reranker_error = f"reranker {self.config.rerank_model} unavailable: {_one_line(exc)}"
+                raise RerankerUnavailable(self._reranker_error) from None
+        return self._reranker
+
+
+def _hit(row: Mapping[str, Any], cid: str, score: float, ds, ls, dr, lr) -> Hit:
+    """A Hit from a catalog row; NULL columns become "" / 0 / [] so callers never see None."""
+    text = {key: row.get(key) or "" for key in ("doc_id", "project", "source", "page_id", "url", "title",
+                                                "section_path", "text", "page_kind")}
+    return Hit(
+        chunk_id=cid, doc_id=text["doc_id"], project=text["project"], source=text["source"],
+        page_id=text["page_id"], url=text["url"], title=text["title"], section=text["section_path"],
+        text=text["text"], score=float(score), dense_score=ds, lexical_score=ls, dense_rank=dr,
+        lexical_rank=lr, pages=[int(p) for p in (row.get("pages") or [])],
+        start_char=int(row.get("start_char") or 0), end_char=int(row.get("end_char") or 0),
+        page_kind=text["page_kind"],
+    )
+
+
+def _degrade(result: RetrievalResult, reason: str) -> None:
+    result.degraded = True
+    result.degraded_reason = "; ".join(r for r in (result.degraded_reason, reason) if r)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)
+
+
+def open_retriever(db_uri: str, tantivy_dir: Path, catalog: Mapping[str, dict], embedder: Any,
+                   config: RetrievalConfig, *, version: str | None = None,
+                   reranker_loader: Callable[[str], Any] | None = None) -> Retriever:
+    """Open the searchers ``config.mode`` needs. The index version defaults to the Tantivy
+    directory's name (``<home>/tantivy/<version>``). ModelMismatch propagates unchanged."""
+    from .vector_store import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
+
+    version = version or Path(tantivy_dir).name
+    vector = VectorSearcher.open(db_uri, version, embedder) if config.mode != "lexical" else None
+    lexical = LexicalSearcher.open(Path(tantivy_dir)) if config.mode != "dense" else None
+    return Retriever(catalog=catalog, config=config, vector_searcher=vector,
+                     lexical_searcher=lexical, reranker_loader=reranker_loader)
