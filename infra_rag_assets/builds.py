@@ -16,11 +16,13 @@ from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.config import new_version_name, sources_fingerprint
 
-STAGES = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
+INDEX_STAGES = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
+STAGES = [*INDEX_STAGES, "eval_run", "release"]
 # What `--through X` runs: X and everything upstream of it ("indexes" = both indexes).
 THROUGH = {
     "source_pages": STAGES[:1], "documents": STAGES[:2], "chunks": STAGES[:3],
-    "vectors": STAGES[:4], "lexical_index": [*STAGES[:3], "lexical_index"], "indexes": STAGES,
+    "vectors": STAGES[:4], "lexical_index": [*STAGES[:3], "lexical_index"], "indexes": INDEX_STAGES,
+    "eval_run": STAGES[:6], "release": STAGES,
 }
 
 

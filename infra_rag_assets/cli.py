@@ -58,8 +58,8 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 
 
 @main.command()
-@click.option("--through", default="indexes", show_default=True,
-              help="last stage: source_pages, documents, chunks, vectors, lexical_index, indexes")
+@click.option("--through", default="release", show_default=True,
+              help="last stage: source_pages, documents, chunks, vectors, lexical_index, indexes, eval_run, release")
 @click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
 @click.pass_obj
@@ -189,7 +189,7 @@ def print_rows(columns: list[str], rows: list[list[str]]) -> None:
 
 def _register_subcommands() -> None:
     """Subcommand modules attach themselves to ``main`` on import."""
-    from . import cli_query  # noqa: F401
+    from . import cli_ops, cli_query  # noqa: F401
 
 
 _register_subcommands()

@@ -2,15 +2,19 @@
 
 import dagster as dg
 
-from .defs import chunks, documents, indexes, sources
+from .defs import automation, chunks, documents, evaluation, indexes, release, sources
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 defs = dg.Definitions(
-    assets=[sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index],
+    assets=[sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
+            evaluation.eval_run, release.release],
     asset_checks=[
         documents.documents_spans_are_exact, documents.documents_failure_rate,
         chunks.chunks_are_exact_slices, chunks.chunks_within_size,
         indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
+        evaluation.critical_gates, evaluation.warning_gates,
     ],
+    jobs=[automation.reindex_job],
+    sensors=[automation.sources_changed],
     resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )

@@ -122,7 +122,7 @@ def built_index(tmp_path_factory):
     """
     import dagster as dg
 
-    from infra_rag_assets.builds import STAGES, materialize_version, register_version
+    from infra_rag_assets.builds import INDEX_STAGES as STAGES, materialize_version, register_version
     from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 
     base = tmp_path_factory.mktemp("built_index")

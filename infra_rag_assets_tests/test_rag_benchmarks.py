@@ -91,7 +91,8 @@ def test_hash_is_stable_and_tracks_content(own, tmp_path: Path):
 
 @pytest.mark.parametrize("record, error", [
     ({"question": "q", "relevant": [], "category": "unanswerable"}, "missing id"),
-    ({"id": "a", "question": "q", "relevant": "argocd:faq", "category": "argocd"}, "must be a list"),
+    ({"id": "a", "question": "q", "relevant": "argocd:faq", "category": "argocd"},
+     "must be a list"),
     ({"id": "a", "question": "q", "relevant": ["faq"], "category": "argocd"}, "<source>:<page_id>"),
     ({"id": "a", "question": "q", "relevant": [], "category": "argocd"}, "only category"),
     ({"id": "a", "question": "q", "relevant": ["argocd:faq"], "category": "unanswerable"},

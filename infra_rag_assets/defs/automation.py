@@ -7,13 +7,13 @@ from ..rag.config import new_version_name, sources_fingerprint
 from .partitions import index_version
 from .resources import BuildSettings, RagStore
 
-BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
+BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "eval_run", "release"]
 
 reindex_job = dg.define_asset_job(
     name="reindex",
     selection=dg.AssetSelection.assets(*BUILD_CHAIN),
     partitions_def=index_version,
-    description="Build one index version end to end (the sensor and the UI launch it per partition).",
+    description="Build, evaluate and (if the gates pass) release one index version end to end.",
 )
 
 

@@ -130,7 +130,8 @@ def _from_spec(spec_path: Path, repo_root: Path) -> Benchmark:
     data_path = Path(_expand(str(spec["data"])))
     data_path = data_path if data_path.is_absolute() else repo_root / data_path
     if not data_path.is_file():
-        raise BenchmarkError(f"{spec_path}: data file not found: {data_path} (set INFRA_RAG_BENCH?)")
+        raise BenchmarkError(f"{spec_path}: data file not found: {data_path}"
+                             " (set INFRA_RAG_BENCH?)")
     data = data_path.read_bytes()
     rows = _read_jsonl(data_path)
     expected = spec.get("expected_rows")
@@ -149,7 +150,8 @@ def _mapped_record(row: dict, spec: dict, where: str) -> BenchRecord:
     except KeyError as exc:
         raise BenchmarkError(f"{where}: missing field {exc.args[0]!r}") from None
     page = values.pop("relevant_page", None)
-    relevant = (spec["relevant_template"].format(**{fields["relevant_page"]: page}),) if page else ()
+    template = spec["relevant_template"]
+    relevant = (template.format(**{fields["relevant_page"]: page}),) if page else ()
     mode = row.get("answer_mode")
     return BenchRecord(
         id=str(values["id"]), question=str(values["question"]), relevant=relevant,

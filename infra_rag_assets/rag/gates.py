@@ -4,8 +4,9 @@ Why a YAML file: the bars are product decisions (how good is good enough, how mu
 is tolerable), so they live next to the benchmarks, are reviewed like code, and are evaluated
 by one pure function that the Dagster checks, the CLI and the tests all share.
 
-Metric tables are plain dicts keyed ``(regime, slice, metric)``. ``regime`` is a retrieval
-config name (``hybrid-weighted``, ``dense``, ...). ``slice`` is ``overall`` or
+Metric tables are plain dicts keyed ``(regime, slice, metric)``. ``regime`` is the label the
+eval run scores under: a retrieval config name (``hybrid-weighted``, ``dense``, ...) or an
+alias such as ``serving`` that the caller resolves; gates only match it. ``slice`` is ``overall`` or
 ``<column>=<value>`` (what ``metrics.summarize`` emits) for the primary benchmark
 (``k8s_bench_eval``), and ``<benchmark>/<slice>`` for any other benchmark, e.g.
 ``own_labelled/category=argocd``. ``metric_table`` builds such a dict from summaries.
@@ -164,7 +165,8 @@ def _evaluate(gate: Gate, candidate: Mapping, release: Mapping | None) -> GateOu
         return GateOutcome(gate, None, None, False, f"{label}: metric {why}")
     if gate.comparison == "floor":
         ok = value >= gate.threshold - _EPS
-        return GateOutcome(gate, value, None, ok, f"{label} = {value:.4g}, floor {gate.threshold:g}")
+        return GateOutcome(gate, value, None, ok,
+                           f"{label} = {value:.4g}, floor {gate.threshold:g}")
     if gate.comparison == "ceiling":
         ok = value <= gate.threshold + _EPS
         return GateOutcome(gate, value, None, ok,

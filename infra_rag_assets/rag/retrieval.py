@@ -49,8 +49,13 @@ class RetrievalConfig:
     boosts: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        # Normalised so equal configs hash equally whatever order boosts were given in.
-        object.__setattr__(self, "boosts", tuple(sorted((str(f), float(w)) for f, w in self.boosts)))
+        # Normalised so equal configs hash equally (boost order, 1 vs 1.0, "60" from a CLI flag).
+        normal = {"alpha": float(self.alpha), "rrf_k": int(self.rrf_k), "depth": int(self.depth),
+                  "rerank_depth": int(self.rerank_depth), "rerank": bool(self.rerank),
+                  "floor": None if self.floor is None else float(self.floor),
+                  "boosts": tuple(sorted((str(f), float(w)) for f, w in self.boosts))}
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
         problems = [
             self.mode not in ("dense", "lexical", "hybrid") and f"mode {self.mode!r}",
             self.fusion not in ("rrf", "weighted") and f"fusion {self.fusion!r}",
@@ -116,7 +121,9 @@ def rrf_fuse(rankings: Sequence[Sequence[tuple[str, float]]], k: int) -> Ranking
 
 def minmax(scores: Sequence[tuple[str, float]] | Mapping[str, float]) -> dict[str, float]:
     """Scale to [0, 1]; a list whose scores are all equal maps to 1.0 (all are its best)."""
-    items = dict(scores.items() if isinstance(scores, Mapping) else scores)
+    items: dict[str, float] = {}
+    for cid, score in scores.items() if isinstance(scores, Mapping) else scores:
+        items.setdefault(cid, score)  # a repeated id keeps its first (best-ranked) score
     if not items:
         return {}
     lo, hi = min(items.values()), max(items.values())

@@ -1,0 +1,117 @@
+"""`infra-rag release | rollback | lineage`: operate releases and trace a score to its bytes."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .cli import UserError, console, friendly_errors, main, out
+
+
+def _instance(obj):
+    import dagster as dg
+
+    from .builds import ensure_dagster_home
+
+    ensure_dagster_home(obj["store"])
+    return dg.DagsterInstance.get()
+
+
+@main.command("release")
+@click.option("--version", "version", required=True, help="an evaluated index version to promote")
+@click.pass_obj
+@friendly_errors
+def release_cmd(obj, version) -> None:
+    """Promote VERSION through the release asset (its critical gates must pass)."""
+    from .builds import materialize_version
+
+    warehouse = obj["store"].warehouse()
+    if not warehouse.rows("SELECT 1 FROM eval_metrics WHERE index_version = ? LIMIT 1", [version]):
+        raise UserError(f"{version} has no eval_run: `infra-rag build --version {version} --from eval_run`")
+    with _instance(obj) as instance:
+        result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
+                                     tags={"infra_rag/origin": "cli-release"})
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        message = failure.step_failure_data.error.message.strip().splitlines()[0] if failure else "failed"
+        raise UserError(f"release of {version} refused: {message}")
+    out.print(f"released {version}")
+
+
+@main.command()
+@click.option("--reason", default="", help="why (recorded in the release history)")
+@click.pass_obj
+@friendly_errors
+def rollback(obj, reason) -> None:
+    """Serve the previously released version again (recorded as a new event; nothing deleted)."""
+    from .rag import releases
+
+    event = releases.rollback(obj["store"].warehouse(), reason=reason)
+    out.print(f"rolled back: {event.previous_version} → {event.index_version}")
+
+
+@main.command()
+@click.argument("ref")
+@click.option("--regime", default="serving", show_default=True, help="for a question id: which regime's hits")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+@friendly_errors
+def lineage(obj, ref, regime, as_json) -> None:
+    """Trace REF (a Dagster run id, an index version, or a benchmark question id) back to source bytes."""
+    from .rag import lineage as lin
+
+    warehouse = obj["store"].warehouse()
+    with _instance(obj) as instance:
+        version, chain = _resolve_ref(instance, warehouse, ref, regime)
+        chain["index_version"] = lin.version_summary(warehouse, version)
+        chain["materializations"] = _materializations(instance, version)
+    if as_json:
+        click.echo(json.dumps(chain, indent=2, default=str))
+        return
+    _print_chain(chain)
+
+
+def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]:
+    from .rag import lineage as lin
+
+    run = instance.get_run_by_id(ref) if len(ref) >= 8 and "-" in ref else None
+    if run is not None:
+        version = run.tags.get("dagster/partition")
+        if not version:
+            raise UserError(f"run {ref} is not partitioned by index version")
+        return version, {"run": {"run_id": run.run_id, "job": run.job_name, "status": run.status.value}}
+    if warehouse.rows("SELECT 1 FROM index_versions WHERE index_version = ?", [ref]):
+        return ref, {}
+    if warehouse.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [ref]):
+        chain = lin.question_chain(warehouse, ref, regime)
+        return chain["question"]["index_version"], chain
+    raise UserError(f"{ref!r} is not a run id, an index version or a scored question id")
+
+
+def _materializations(instance, version: str) -> list[dict]:
+    from .defs.evaluation import UPSTREAM, upstream_lineage
+
+    return upstream_lineage(instance, version, (*UPSTREAM, "eval_run", "release"))
+
+
+def _print_chain(chain: dict) -> None:
+    if "run" in chain:
+        out.print(f"[bold]run[/] {chain['run']['run_id']} ({chain['run']['job']}, {chain['run']['status']})")
+    v = chain["index_version"]
+    out.print(f"[bold]index version[/] {v['index_version']}  config {v['config_hash'][:12]}  "
+              f"sources {v['sources_fingerprint'][:12]}  rows {v['rows']}")
+    for m in chain["materializations"]:
+        state = f"run {m['run_id'][:8]}  data version {m['data_version'][:12]}" if m["run_id"] else "not materialized"
+        out.print(f"  ↳ {m['asset']:<14} {state}")
+    if "question" in chain:
+        q = chain["question"]
+        out.print(f"[bold]question[/] {q['question_id']}: {q['question']}\n  rank {q['rank']} "
+                  f"(relevant {', '.join(q['relevant']) or '—'}), regime {q['regime']}, eval run {q['run_id'][:8]}")
+    if "hit" in chain:
+        h = chain["hit"]
+        out.print(f"[bold]top hit[/] chunk {h['chunk_id']} = {h['doc_id']}[{h['start_char']}:{h['end_char']}] "
+                  f"({h['section_path']}) span matches document: {h['span_matches']}")
+        out.print(f"[bold]source page[/] {h['url']}  {h['rel_path']}  sha256 {h['bytes_hash']}  "
+                  f"{h['size_bytes']} bytes  {h['upstream']}  {h['license']}")
+    console.print("[dim]the same facts are in the Dagster UI: eval_run and release metadata, asset lineage[/]")

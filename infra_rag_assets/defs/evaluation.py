@@ -1,0 +1,176 @@
+"""eval_run: score every retrieval regime of one index version on the benchmarks; gates.
+
+Regimes are rows of one run, not a second partition dimension: they must be compared on the
+same chunks and questions at the same moment, share one embedding of each question, and make
+one scorecard. A regime dimension would multiply runs and scatter that comparison.
+"""
+
+import os
+
+import polars as pl
+
+import dagster as dg
+
+from ..rag import gates as gate_lib
+from ..rag import releases
+from ..rag.benchmarks import load_benchmark
+from ..rag.config import stable_hash
+from ..rag.evaluation import REGIMES, SERVING, BenchmarkRun, run_benchmark, scorecard
+from ..rag.metrics import METRIC_NAMES
+from .partitions import index_version
+from .reporting import md_table
+from .resources import PROJECT_ROOT, RagStore
+
+UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index")
+GATES_FILE = PROJECT_ROOT / "eval" / "gates.yaml"
+
+
+def gates_file() -> str:
+    return os.environ.get("INFRA_RAG_GATES", str(GATES_FILE))
+
+
+class EvalRunConfig(dg.Config):
+    benchmarks: list[str] = ["k8s_bench_eval", "own_labelled"]
+    regimes: list[str] = list(REGIMES)
+    k: int = 10
+    serving_config: str = "hybrid-weighted"  # what the release would serve; gates judge regime "serving"
+    serving_k: int = 10
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["vectors", "lexical_index"],
+    group_name="evaluation",
+    kinds={"duckdb", "python"},
+    owners=["team:search-platform"],
+    description="Scores dense, lexical, hybrid-RRF, hybrid-weighted and hybrid+rerank retrieval of this "
+    "index version on the k8s-docs-rag-bench eval split and our own labelled sets: per-question rows "
+    "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
+)
+def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: RagStore) -> dg.MaterializeResult:
+    from ..rag.engine import QueryEngine
+
+    version, run_id = context.partition_key, context.run.run_id
+    warehouse = store.warehouse()
+    engine = QueryEngine(store.data_home(), version)
+    known = {row["doc_id"] for row in engine.catalog.values()}
+    runs: list[BenchmarkRun] = []
+    for name in config.benchmarks:
+        bench = load_benchmark(name, PROJECT_ROOT)
+        context.log.info(f"{bench.name}: {len(bench.records)} questions × {len(config.regimes)} regimes")
+        runs.append(run_benchmark(engine, bench, known, config.regimes, config.k,
+                                  serving=(config.serving_config, config.serving_k),
+                                  progress=_every(context, bench.name, 500)))
+    results, metrics = _frames(runs, version, run_id)
+    warehouse.replace_partition("eval_results", version, results)
+    warehouse.replace_partition("eval_metrics", version, metrics)
+    lineage = upstream_lineage(context.instance, version)
+    return dg.MaterializeResult(
+        metadata={
+            "scorecard": dg.MetadataValue.md(scorecard(runs)),
+            "dagster/row_count": len(results),
+            "coverage": md_table(pl.DataFrame([{"benchmark": r.benchmark, "benchmark_hash": r.benchmark_hash[:12],
+                                                "scored": r.covered, "not_in_corpus": r.uncovered} for r in runs])),
+            "by_project": md_table(_slice_table(metrics, "project"), 30),
+            "by_category": md_table(_slice_table(metrics, "category"), 30),
+            "by_page_kind": md_table(_slice_table(metrics, "page_kind"), 30),
+            "upstream_materializations": md_table(pl.DataFrame(lineage)),
+            "retrieval_configs": dg.MetadataValue.json(_regime_hashes(results)),
+            "eval_run_id": run_id,
+            "serving_config": f"{config.serving_config} (k={config.serving_k})",
+        },
+        data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
+                                                [r.benchmark_hash for r in runs], 16)),
+    )
+
+
+def _every(context: dg.AssetExecutionContext, label: str, every: int):
+    def progress(done: int, total: int) -> None:
+        if done == total or done % every == 0:
+            context.log.info(f"{label}: {done}/{total} question-regime pairs")
+
+    return progress
+
+
+def _frames(runs: list[BenchmarkRun], version: str, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-question rows and long-format metrics (one row per regime × slice × metric)."""
+    results, metrics = [], []
+    for run in runs:
+        results += [{**row, "index_version": version, "run_id": run_id, "benchmark": run.benchmark,
+                     "benchmark_hash": run.benchmark_hash} for row in run.rows]
+        for regime, summaries in run.summaries.items():
+            for summary in summaries:
+                slice_name, _, slice_value = summary["slice"].partition("=")
+                metrics += [{"index_version": version, "run_id": run_id, "benchmark": run.benchmark,
+                             "regime": regime, "slice": slice_name, "slice_value": slice_value, "metric": metric,
+                             "value": None if summary.get(metric) is None else float(summary[metric]),
+                             "n": summary.get("n")} for metric in METRIC_NAMES]
+    return (pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
+            pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}))
+
+
+def _slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:
+    wanted = metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(["mrr@10", "hit@5", "n"]))
+    if wanted.is_empty():
+        return wanted
+    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"))
+            .pivot(on="column", index=["benchmark", "slice_value"], values="value").sort("benchmark", "slice_value"))
+
+
+def _regime_hashes(results: pl.DataFrame) -> dict:
+    return dict(results.select("regime", "retrieval_config_hash").unique().iter_rows()) if len(results) else {}
+
+
+def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM) -> list[dict]:
+    """The latest materialization of each asset for ``version``: run id + data version."""
+    rows = []
+    for asset in assets:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[version]), limit=1).records
+        event = records[0] if records else None
+        rows.append({"asset": asset, "run_id": event.run_id if event else "",
+                     "data_version": (event.asset_materialization.tags or {}).get("dagster/data_version", "")
+                     if event else "", "at": str(event.timestamp) if event else ""})
+    return rows
+
+
+def metric_table_for(warehouse, version: str) -> dict:
+    """``{(regime, slice, metric): value}`` of the version's eval_run, as gates read it."""
+    frame = warehouse.frame("SELECT benchmark, regime, slice, slice_value, metric, value FROM eval_metrics "
+                            "WHERE index_version = ?", [version])
+    table = {}
+    for b, regime, s, v, metric, value in frame.iter_rows():
+        slice_name = "overall" if s == "overall" else f"{s}={v}"
+        table[(regime, gate_lib.slice_key(b, slice_name), metric)] = value
+    return table
+
+
+def gate_outcomes(store: RagStore, version: str) -> list:
+    warehouse = store.warehouse()
+    current = releases.current_release(warehouse)
+    baseline = metric_table_for(warehouse, current) if current and current != version else None
+    return gate_lib.evaluate_gates(gate_lib.load_gates(gates_file()), metric_table_for(warehouse, version), baseline)
+
+
+def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
+    chosen = [o for o in outcomes if o.gate.severity == severity]
+    failed = [o for o in chosen if not o.passed]
+    table = pl.DataFrame([{"gate": o.gate.name, "passed": o.passed, "value": o.value, "baseline": o.baseline,
+                           "message": o.message} for o in chosen]) if chosen else pl.DataFrame()
+    return dg.AssetCheckResult(
+        passed=not failed,
+        severity=dg.AssetCheckSeverity.ERROR if severity == "critical" else dg.AssetCheckSeverity.WARN,
+        metadata={"gates": md_table(table, 50), "failed": ", ".join(o.gate.name for o in failed) or "none"})
+
+
+@dg.asset_check(asset=eval_run, blocking=True, partitions_def=index_version,
+                description="Critical gates of eval/gates.yaml (floors and no-regression vs the current "
+                "release). Blocking: a failing candidate cannot materialize release.")
+def critical_gates(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    return _gate_result(gate_outcomes(store, context.partition_key), "critical")
+
+
+@dg.asset_check(asset=eval_run, partitions_def=index_version,
+                description="Warning gates of eval/gates.yaml: reported, never blocking.")
+def warning_gates(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+    return _gate_result(gate_outcomes(store, context.partition_key), "warning")
