@@ -65,12 +65,15 @@ def stages_through(through: str, start: str | None = None) -> list[str]:
 
 def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
                         store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None = None,
-                        tags: dict[str, str] | None = None, quiet: bool = True) -> dg.ExecuteInProcessResult:
+                        tags: dict[str, str] | None = None, quiet: bool = True,
+                        run_config: dict | None = None) -> dg.ExecuteInProcessResult:
     """Run the selected stages (and their checks) for ``version`` as one in-process run."""
     from .definitions import defs
 
     assets = _assets_and_checks(defs)
-    run_config = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}} if quiet else None
+    run_config = dict(run_config or {})
+    if quiet:
+        run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
     return dg.materialize(
         assets, instance=instance, partition_key=version, selection=stages,
         resources={"store": store, "settings": settings, "embedding": embedding or EmbedderResource()}, tags=tags or {},

@@ -189,7 +189,7 @@ def print_rows(columns: list[str], rows: list[list[str]]) -> None:
 
 def _register_subcommands() -> None:
     """Subcommand modules attach themselves to ``main`` on import."""
-    from . import cli_ops, cli_query  # noqa: F401
+    from . import cli_health, cli_ops, cli_query  # noqa: F401
 
 
 _register_subcommands()

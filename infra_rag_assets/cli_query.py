@@ -15,7 +15,9 @@ MAX_QUESTION_CHARS = 2000
 
 def _engine(obj: dict, version: str | None):
     from .rag.embedding import ModelMismatch, ModelUnavailable
-    from .rag.engine import QueryEngine
+    from .rag.engine import QueryEngine, single_thread_queries
+
+    single_thread_queries()
 
     try:
         with console.status("loading index and models…"):

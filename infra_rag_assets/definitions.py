@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from .defs import automation, chunks, documents, evaluation, indexes, release, sources
+from .defs import automation, chunks, documents, evaluation, indexes, operations, release, sources
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 defs = dg.Definitions(
@@ -12,9 +12,10 @@ defs = dg.Definitions(
         documents.documents_spans_are_exact, documents.documents_failure_rate,
         chunks.chunks_are_exact_slices, chunks.chunks_within_size,
         indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
-        evaluation.critical_gates, evaluation.warning_gates,
+        evaluation.critical_gates, evaluation.warning_gates, operations.release_canary,
     ],
-    jobs=[automation.reindex_job],
+    jobs=[automation.reindex_job, operations.canary_job],
+    schedules=[operations.canary_hourly],
     sensors=[automation.sources_changed],
     resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )

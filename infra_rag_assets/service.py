@@ -16,7 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from .rag import releases
-from .rag.engine import DEFAULT_CONFIG, QueryEngine, VersionNotFound, named_config, resolve_version
+from .rag.engine import (DEFAULT_CONFIG, QueryEngine, VersionNotFound, named_config, resolve_version,
+                         single_thread_queries)
 from .rag.home import DataHome
 from .rag.traces import append_traces, trace_row
 
@@ -68,6 +69,7 @@ class Engines:
 
 def create_app(home: DataHome | None = None) -> FastAPI:
     home = home or DataHome.at()
+    single_thread_queries()
     engines = Engines(home)
     app = FastAPI(title="infra_rag_assets", version="1")
 

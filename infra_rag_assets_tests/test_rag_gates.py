@@ -39,7 +39,8 @@ def test_project_gates_file_loads_with_the_promised_gates():
         "mrr@10", "overall", 0.70, "critical")
     assert gates["k8s-hit5-floor"].threshold == 0.85
     assert gates["k8s-mrr-no-regression"].tolerance == 0.02
-    assert gates["abstention-recall-floor"].severity == "critical"
+    assert gates["abstention-precision-floor"].severity == "critical"
+    assert gates["abstention-recall-floor"].severity == "warning"  # measured: see gates.yaml
     assert gates["latency-p95-ceiling"].severity == "warning"
     assert any(g.slice.startswith("own_labelled/category=") for g in gates.values())
 

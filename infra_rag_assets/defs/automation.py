@@ -12,7 +12,6 @@ BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index"
 reindex_job = dg.define_asset_job(
     name="reindex",
     selection=dg.AssetSelection.assets(*BUILD_CHAIN),
-    partitions_def=index_version,
     description="Build, evaluate and (if the gates pass) release one index version end to end.",
 )
 

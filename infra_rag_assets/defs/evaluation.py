@@ -53,7 +53,10 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     version, run_id = context.partition_key, context.run.run_id
     warehouse = store.warehouse()
     engine = QueryEngine(store.data_home(), version)
-    known = {row["doc_id"] for row in engine.catalog.values()}
+    # Coverage by the built corpus (every page record), not by indexed chunks: a page that
+    # parsed to no content is in the corpus, and a question about it is a scored miss.
+    known = {doc_id for (doc_id,) in warehouse.rows(
+        "SELECT doc_id FROM documents WHERE index_version = ?", [version])}
     runs: list[BenchmarkRun] = []
     for name in config.benchmarks:
         bench = load_benchmark(name, PROJECT_ROOT)

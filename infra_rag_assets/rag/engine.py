@@ -130,6 +130,14 @@ class QueryEngine:
         return AnswerOutcome(result, packed, reply)
 
 
+def single_thread_queries() -> None:
+    """One torch thread for query embedding: a one-sentence forward pass gains nothing from
+    more, and on a shared 2-core box two threads made p90 latency 10-30x worse under load."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def named_config(name: str) -> RetrievalConfig:
     if name not in NAMED_CONFIGS:
         raise ValueError(f"unknown retrieval config {name!r}; choose one of {', '.join(NAMED_CONFIGS)}")

@@ -63,6 +63,9 @@ SCHEMA: dict[str, str] = {
 HISTORY_TABLES = {"releases", "traces"}
 
 
+_SCHEMA_READY: set[str] = set()  # warehouse files whose schema this process has ensured
+
+
 class WarehouseBusy(RuntimeError):
     """Another process held the DuckDB write lock for longer than the wait budget."""
 
@@ -77,12 +80,13 @@ class Warehouse:
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if read_only and not self.path.exists():
-            read_only = False  # first touch creates the file and schema
+        if read_only and str(self.path) not in _SCHEMA_READY:
+            read_only = False  # first touch per process creates the file and any new tables
         con = self._open(read_only)
         try:
-            if not read_only:
+            if not read_only and str(self.path) not in _SCHEMA_READY:
                 self._ensure_schema(con)
+                _SCHEMA_READY.add(str(self.path))
             yield con
         finally:
             con.close()

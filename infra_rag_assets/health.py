@@ -1,0 +1,102 @@
+"""Operator health: the service's checks plus freshness, model files and recent trace errors.
+
+``service.health_report`` answers "can this process serve?" (index, release, model). An
+operator also needs to know whether what serves is *stale* (the release, or the newest build,
+is older than the max age: the sources sensor or the release gate has silently stopped) and
+whether recent questions are failing. Each check is ok or not with a one-line detail, and a
+check that cannot be computed fails rather than raising, so `infra-rag health` always prints
+a table and its exit code alone is a usable probe.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from .rag import releases
+from .rag.home import DataHome
+
+DEFAULT_MAX_AGE_DAYS = 14.0
+TRACE_WINDOW = 100
+DEFAULT_MAX_TRACE_ERRORS = 5
+
+
+def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+                max_trace_errors: int = DEFAULT_MAX_TRACE_ERRORS) -> dict[str, Any]:
+    """``{"ok": bool, "checks": {name: {"ok": bool, "detail": str, ...}}}`` for every check."""
+    from .service import health_report
+
+    try:
+        checks = dict(health_report(home)["checks"])
+    except Exception as exc:  # noqa: BLE001 - e.g. the warehouse is locked or unreadable
+        checks = {"index": _failed(exc), "release": _failed(exc), "model": _failed(exc)}
+    if checks.get("model", {}).get("ok"):
+        checks["model"] = {**checks["model"], **_model_files(checks["model"]["model_id"])}
+    for name, fn in (("freshness", lambda: freshness(home, max_age_days)),
+                     ("traces", lambda: trace_errors(home, max_trace_errors))):
+        try:
+            checks[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - health reports, never raises
+            checks[name] = _failed(exc)
+    for check in checks.values():
+        check.setdefault("detail", "")
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def _failed(exc: Exception) -> dict[str, Any]:
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return {"ok": False, "detail": f"{type(exc).__name__}: {message}"[:300]}
+
+
+def _model_files(model_id: str) -> dict[str, Any]:
+    """Where the weights were resolved on disk and their full hash (what a version pins)."""
+    from .rag.embedding import resolve_model_path, weights_hash
+
+    path = resolve_model_path(model_id)
+    return {"path": str(path), "weights_hash": weights_hash(path)}
+
+
+def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
+    """Age of the current release's release event and of the newest built index version."""
+    warehouse = home.warehouse()
+    events = releases.history(warehouse)
+    problems, release_age, index_age = [], None, None
+    if events:
+        current = events[-1].index_version
+        # The promotion of what serves now; a rollback re-serves an older promotion, so its
+        # age is that promotion's age, not the rollback's.
+        promoted = [e for e in events if e.action == "release" and e.index_version == current] or events[-1:]
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        release_age = (now - promoted[-1].occurred_at).total_seconds() / 86400
+        if release_age > max_age_days:
+            problems.append(f"release {current} is {release_age:.1f} days old")
+    else:
+        problems.append("no release yet")
+    newest = warehouse.rows(
+        "SELECT v.index_version, epoch(CAST(now() AS TIMESTAMP)) - epoch(v.created_at) FROM index_versions v "
+        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.index_version = v.index_version) "
+        "ORDER BY v.created_at DESC LIMIT 1")
+    if newest:
+        index_age = newest[0][1] / 86400
+        if index_age > max_age_days:
+            problems.append(f"newest index version {newest[0][0]} is {index_age:.1f} days old")
+    else:
+        problems.append("no built index version")
+    ages = [f"{label} {age:.1f}d" for label, age in (("release", release_age), ("newest index", index_age))
+            if age is not None]
+    return {"ok": not problems, "release_age_days": _round(release_age), "newest_index_version":
+            newest[0][0] if newest else None, "index_age_days": _round(index_age), "max_age_days": max_age_days,
+            "detail": "; ".join(problems) or f"{', '.join(ages)} (max {max_age_days:g}d)"}
+
+
+def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
+    """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
+    total, errors = home.warehouse().rows(
+        "SELECT count(*), count(*) FILTER (WHERE outcome = 'error') FROM "
+        f"(SELECT outcome FROM traces ORDER BY occurred_at DESC LIMIT {TRACE_WINDOW})")[0]
+    return {"ok": errors <= max_errors, "traces": total, "errors": errors, "max_errors": max_errors,
+            "detail": f"{errors} errors in the last {total} traces (max {max_errors})"}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

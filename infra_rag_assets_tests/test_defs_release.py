@@ -1,0 +1,97 @@
+"""eval_run → gates → release → rollback, in-process on a real ephemeral Dagster instance."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from infra_rag_assets.builds import materialize_version
+from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.rag import releases
+
+QUESTIONS = [
+    ("q-maxsurge", "What does maxSurge limit during a rolling update of a Deployment?",
+     ["kubernetes:concepts_workloads_controllers_deployment"]),
+    ("q-endpointslice", "How does Kubernetes track network endpoints of a Service at scale?",
+     ["kubernetes:concepts_services-networking_endpoint-slices"]),
+    ("q-basic-auth", "How do I protect the Prometheus web UI with a bcrypt password?",
+     ["prometheus-site:guides_basic-auth"]),
+    ("q-argocd-app", "In Argo CD, what is an Application and what is its target state?",
+     ["argocd:core_concepts"]),
+    ("q-off-1", "What is the boiling point of olive oil in Kelvin?", []),
+    ("q-off-2", "Which football club won the 1998 World Cup final?", []),
+]
+
+GATES = """
+gates:
+  - {name: hit5-floor, metric: hit@5, regime: serving, slice: "tiny/overall", comparison: floor,
+     threshold: 0.75, severity: critical}
+  - {name: abstention-floor, metric: abstention_recall, regime: serving, slice: "tiny/overall",
+     comparison: floor, threshold: 0.5, severity: critical}
+  - {name: mrr-no-regression, metric: mrr@10, regime: serving, slice: "tiny/overall",
+     comparison: vs_release, tolerance: 0.2, severity: critical}
+  - {name: latency, metric: latency_p95_ms, regime: serving, slice: "tiny/overall", comparison: ceiling,
+     threshold: 0.001, severity: warning}
+"""
+
+
+@pytest.fixture
+def env(fresh_home, built_index, tmp_path, monkeypatch):
+    bench = tmp_path / "tiny.jsonl"
+    bench.write_text("\n".join(json.dumps({"id": i, "question": q, "relevant": r,
+                                           "category": "smoke" if r else "unanswerable",
+                                           "reference_answer": "", "why": "release test"})
+                               for i, q, r in QUESTIONS) + "\n")
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES)
+    monkeypatch.setenv("INFRA_RAG_GATES", str(gates))
+    store = RagStore(home=str(fresh_home))
+    settings = BuildSettings(sources_file=str(built_index["sources"]))
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("index_version", [built_index["version"]])
+        yield instance, store, settings, built_index["version"], str(bench)
+
+
+def _evaluate_and_release(instance, store, settings, version, bench, **serving):
+    config = {"benchmarks": [bench], "regimes": ["dense", "lexical", "hybrid-rrf", "hybrid-weighted"], **serving}
+    return materialize_version(
+        version, ["eval_run", "release"], instance, store, settings, EmbedderResource(batch_size=16),
+        run_config={"ops": {"eval_run": {"config": config}}})
+
+
+def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
+    instance, store, settings, version, bench = env
+    result = _evaluate_and_release(instance, store, settings, version, bench)
+    assert result.success
+    checks = {e.asset_check_key.name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"critical_gates": True, "warning_gates": False}  # the 1 µs latency warning fails
+    meta = result.asset_materializations_for_node("eval_run")[0].metadata
+    assert "hybrid-weighted" in meta["scorecard"].value and "tiny" in meta["scorecard"].value
+    assert "vectors" in meta["upstream_materializations"].value
+    assert releases.current_release(store.warehouse()) == version
+    rows = store.warehouse().frame("SELECT regime, question_id, rank, abstained FROM eval_results "
+                                   "WHERE index_version = ? AND regime = 'serving'", [version])
+    by_id = {r["question_id"]: r for r in rows.to_dicts()}
+    assert by_id["q-off-1"]["abstained"] and by_id["q-maxsurge"]["rank"] == 1
+
+
+def test_degraded_config_is_refused_by_a_blocking_gate(env):
+    instance, store, settings, version, bench = env
+    result = _evaluate_and_release(instance, store, settings, version, bench,
+                                   serving_config="lexical", serving_k=1)
+    checks = {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+    assert checks["critical_gates"].passed is False
+    assert "abstention-floor" in checks["critical_gates"].metadata["failed"].value
+    assert not result.asset_materializations_for_node("release")  # blocked, never materialized
+    assert releases.current_release(store.warehouse()) is None
+
+
+def test_rollback_restores_previous_release(env):
+    instance, store, settings, version, bench = env
+    releases.record(store.warehouse(), "older-version", "release", reason="seeded")
+    assert _evaluate_and_release(instance, store, settings, version, bench).success
+    assert releases.current_release(store.warehouse()) == version
+    event = releases.rollback(store.warehouse(), reason="test")
+    assert event.index_version == "older-version" and releases.current_release(store.warehouse()) == "older-version"
