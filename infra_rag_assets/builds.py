@@ -86,6 +86,9 @@ def _assets_and_checks(defs: dg.Definitions) -> list:
 
 
 
+COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse
+
+
 def latest_version_with(store: RagStore, table: str, exclude: str = "") -> str | None:
     """The newest version (by creation time) that has rows in ``table``."""
     found = store.warehouse().rows(
@@ -104,6 +107,9 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     copied = STAGES[:STAGES.index(start)]
     if not copied:
         return ""
+    if start not in COPYABLE_FROM:
+        raise ValueError(f"a new version can start --from {', '.join(COPYABLE_FROM)}; "
+                         f"to rerun {start} of an existing version add --version")
     warehouse = store.warehouse()
     previous = latest_version_with(store, "documents", exclude=version)
     if previous is None:

@@ -74,6 +74,7 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
     stages = stages_through(through, start)
     settings.sources()  # fail fast on a bad sources file before touching the instance
     ensure_dagster_home(store)
+    version_given = bool(version)
     with dg.DagsterInstance.get() as instance:
         if version:
             if not instance.has_dynamic_partition("index_version", version):
@@ -81,7 +82,7 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
         else:
             with console.status("snapshotting configuration and sources…"):
                 version = register_version(instance, store, settings, created_by="cli")
-        if start:
+        if start and not version_given:
             previous = reuse_upstream(instance, store, version, start)
             if previous:
                 console.print(f"reusing earlier stages of {previous} (sources unchanged)")

@@ -29,7 +29,7 @@ from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.vector_store import count_rows
 
-from .conftest import make_fixture_corpus, write_fixture_sources
+from conftest import make_fixture_corpus, write_fixture_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_S = 240
@@ -45,13 +45,14 @@ objects limit voluntary disruptions; a rollout pauses when it would break the bu
 
 
 @pytest.fixture
-def site(tmp_path, fresh_home):
+def site(tmp_path, fresh_home, monkeypatch):
     """A data home holding one released version, its own corpus copy, sources and DAGSTER_HOME."""
     corpus = make_fixture_corpus(tmp_path / "corpus")
     sources = write_fixture_sources(tmp_path / "sources.yaml", corpus)
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     shutil.copyfile(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")  # what the CLI installs
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))  # the yaml reads it; so does polling here
     home = DataHome.at(fresh_home)
     released = home.warehouse().rows("SELECT index_version FROM index_versions")[0][0]
     releases.record(home.warehouse(), released, "release", reason="crash-safety baseline")

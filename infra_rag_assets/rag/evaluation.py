@@ -104,7 +104,9 @@ def scorecard(runs: Sequence[BenchmarkRun], metrics: Sequence[str] = (
         parts.append("| regime | " + " | ".join(metrics) + " |\n|---|" + "---|" * len(metrics))
         for regime, summaries in run.summaries.items():
             overall = summaries[0]
-            parts.append(f"| {regime} | " + " | ".join(_fmt(overall.get(m)) for m in metrics) + " |")
+            degraded = sum(1 for r in run.rows if r["regime"] == regime and r["degraded"])
+            label = f"{regime} (degraded on {degraded} questions, e.g. reranker unavailable)" if degraded else regime
+            parts.append(f"| {label} | " + " | ".join(_fmt(overall.get(m)) for m in metrics) + " |")
         parts.append("")
     return "\n".join(parts)
 
