@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 import dagster as dg
 
@@ -43,10 +44,17 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
                      created_by: str) -> str:
     """Snapshot the current configuration, name a new version, record it, add the partition."""
     config = settings.build_config()
+    warehouse = store.warehouse()
+    # Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a
+    # build started in the same minute, must not reuse (and overwrite) an existing version.
     existing = set(instance.get_dynamic_partitions(index_version.name))
-    version = new_version_name(config.config_hash(), existing)
-    store.warehouse().record_version(version, config.to_dict(), config.config_hash(),
-                                     sources_fingerprint(config.sources), created_by)
+    existing |= {v for (v,) in warehouse.rows("SELECT index_version FROM index_versions")}
+    while True:
+        version = new_version_name(config.config_hash(), existing)
+        if warehouse.record_version(version, config.to_dict(), config.config_hash(),
+                                    sources_fingerprint(config.sources), created_by):
+            break
+        existing.add(version)  # taken by a concurrent build between our read and our insert
     instance.add_dynamic_partitions(index_version.name, [version])
     return version
 
@@ -71,14 +79,52 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     from .definitions import defs
 
     assets = _assets_and_checks(defs)
+    release_dead_builds(instance)
+    tags = {**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     run_config = dict(run_config or {})
     if quiet:
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
     return dg.materialize(
         assets, instance=instance, partition_key=version, selection=stages,
-        resources={"store": store, "settings": settings, "embedding": embedding or EmbedderResource()}, tags=tags or {},
+        resources={"store": store, "settings": settings, "embedding": embedding or EmbedderResource()}, tags=tags,
         raise_on_error=False, run_config=run_config,
     )
+
+
+HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # which process runs an in-process build
+
+
+def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
+    """Fail this host's in-process build runs whose process is gone, and free their pool slots.
+
+    A build killed with SIGKILL (``kill -9``, the OOM killer) never ends its run: the run stays
+    STARTED and keeps its slot in the ``lancedb_writer``/``tantivy_writer`` pool, so every later
+    build would wait for that pool forever. The daemon's run monitoring frees such slots, but
+    in-process builds have no daemon. Runs are matched by host and pid tags, so a run of another
+    host sharing the instance is never touched; a reused pid only delays the cleanup.
+    """
+    host = socket.gethostname()
+    active = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+    released = []
+    for run in instance.get_runs(dg.RunsFilter(statuses=active, tags={HOST_TAG: host})):
+        pid = int(run.tags.get(PID_TAG) or 0)
+        if not pid or pid == os.getpid() or _pid_alive(pid):
+            continue
+        instance.report_run_failed(run, message=f"build process {pid} on {host} died; pool slots freed")
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        pass
+    return True
 
 
 def _assets_and_checks(defs: dg.Definitions) -> list:

@@ -12,21 +12,28 @@ from click.testing import CliRunner
 from infra_rag_assets.cli import main
 from infra_rag_assets.rag import releases
 from infra_rag_assets.rag.canary import load_canaries, run_canaries
-from infra_rag_assets.rag.engine import QueryEngine
+from infra_rag_assets.rag.engine import DEFAULT_CONFIG, QueryEngine, named_config
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.retrieval import RetrievalConfig
 from infra_rag_assets.rag.traces import append_traces, error_row
 
 FIXTURE_CANARIES = """
 canaries:
-  - {id: maxsurge, question: What does maxSurge control during a Deployment rolling update?,
-     expected_outcome: answered, expected_doc: "kubernetes:concepts_workloads_controllers_deployment"}
-  - {id: basic-auth, question: How do I secure the Prometheus web UI with basic authentication?,
-     expected_outcome: answered, expected_doc: "prometheus-site:guides_basic-auth"}
-  - {id: argo-concepts, question: What is an Application in Argo CD core concepts?,
-     expected_outcome: answered, expected_doc: "argocd:core_concepts"}
-  - {id: sourdough, question: What is a good recipe for sourdough bread with a long cold proof?,
-     expected_outcome: abstained}
+  - id: maxsurge
+    question: What does maxSurge control during a Deployment rolling update?
+    expected_outcome: answered
+    expected_doc: kubernetes:concepts_workloads_controllers_deployment
+  - id: basic-auth
+    question: How do I secure the Prometheus web UI with basic authentication?
+    expected_outcome: answered
+    expected_doc: prometheus-site:guides_basic-auth
+  - id: argo-concepts
+    question: What is an Application in Argo CD core concepts?
+    expected_outcome: answered
+    expected_doc: argocd:core_concepts
+  - id: sourdough
+    question: What is a good recipe for sourdough bread with a long cold proof?
+    expected_outcome: abstained
 """
 
 
@@ -79,18 +86,30 @@ def test_health_flags_stale_release_and_trace_errors(cli):
     assert lenient.exit_code == 0, lenient.output
 
 
-def test_canary_passes_on_release_skips_abstention_without_floor_and_traces(cli):
+def test_canary_passes_on_release_and_records_canary_traces(cli):
     version = _release(cli.home)
     result = cli("canary", "--file", str(cli.canaries), "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["version"] == version and report["released"] and report["ok"]
+    assert report["config"] == DEFAULT_CONFIG and named_config(DEFAULT_CONFIG).floor is not None
     by_id = {r["id"]: r for r in report["results"]}
     assert {i: r["status"] for i, r in by_id.items()} == {
-        "maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "skipped"}
-    assert by_id["sourdough"]["detail"] == "skipped: no floor configured in hybrid-weighted"
+        "maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "pass"}
+    assert by_id["sourdough"]["outcome"] == "abstained" and "< floor" in by_id["sourdough"]["detail"]
     assert all(by_id[i]["rank"] <= 5 for i in ("maxsurge", "basic-auth", "argo-concepts"))
-    assert cli.home.warehouse().rows("SELECT count(*) FROM traces WHERE origin = 'canary'")[0][0] == 3
+    outcomes = cli.home.warehouse().rows("SELECT outcome FROM traces WHERE origin = 'canary' ORDER BY occurred_at")
+    assert [o for (o,) in outcomes] == ["retrieved", "retrieved", "retrieved", "abstained"]
+
+
+def test_abstention_canary_is_skipped_without_a_floor(cli):
+    engine = QueryEngine.open(cli.home)
+    no_floor = RetrievalConfig(name="no-floor", alpha=0.5)
+    results, traces = run_canaries(engine, load_canaries(cli.canaries), no_floor)
+    statuses = {r.id: r.status for r in results}
+    assert statuses == {"maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "skipped"}
+    assert results[-1].detail == "skipped: no floor configured in no-floor"
+    assert len(traces) == 3 and {t["origin"] for t in traces} == {"canary"}  # a skipped canary is not asked
 
 
 def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
@@ -101,7 +120,7 @@ def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
     result = cli("canary")
     assert result.exit_code == 1
     assert "argocd-sync-wave-annotation" in result.stderr and "kube-apiserver-goaway-chance" in result.stderr
-    assert "1 skipped" in result.stderr
+    assert "3 passed, 2 failed, 0 skipped" in result.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -122,15 +141,6 @@ def test_bad_canary_file_is_one_line(cli, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_abstention_canary_runs_and_passes_with_a_floor(cli):
-    engine = QueryEngine.open(cli.home)
-    floored = RetrievalConfig(name="floored", floor=0.35)
-    results, traces = run_canaries(engine, load_canaries(cli.canaries), floored)
-    assert {r.id: r.status for r in results} == {
-        "maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "pass"}, results
-    assert [t["outcome"] for t in traces][-1] == "abstained" and {t["origin"] for t in traces} == {"canary"}
-
-
 def test_release_canary_check_runs_in_the_canary_job(cli):
     from infra_rag_assets.definitions import defs
     from infra_rag_assets.defs.resources import RagStore
@@ -145,4 +155,4 @@ def test_release_canary_check_runs_in_the_canary_job(cli):
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.check_name == "release_canary" and evaluation.passed
     assert evaluation.metadata["serving_version"].value == version
-    assert "3 passed, 0 failed, 1 skipped" in evaluation.metadata["summary"].value
+    assert "4 passed, 0 failed, 0 skipped" in evaluation.metadata["summary"].value

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.engine import QueryEngine
+from infra_rag_assets.rag.engine import QueryEngine, resolve_version
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.vector_store import count_rows
@@ -119,7 +119,7 @@ def _assert_consistent(home: DataHome, versions: list[str]) -> None:
     assert not leftovers, f"temporary index dirs left: {leftovers}"
 
 
-def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(site):
+def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(site, tmp_path):
     home, env = site["home"], site["env"]
     released_chunks = home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?",
                                             [site["released"]])[0][0]
@@ -141,6 +141,10 @@ def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(s
     assert home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?",
                                  [site["released"]])[0][0] == released_chunks
     _serves(home, site["released"])
+    # With no release at all, the fallback ("newest fully indexed") must skip the killed version.
+    unreleased = DataHome.at(shutil.copytree(home.root, tmp_path / "unreleased"))
+    unreleased.warehouse().execute("DELETE FROM releases")
+    assert resolve_version(unreleased) == site["released"]
 
     code, out, err = _finish(_start_build(env))
     assert code == 0, f"build after the kill failed: {err[-800:]}"

@@ -67,8 +67,9 @@ def test_config_hash_roundtrip_and_validation():
     base = NAMED_CONFIGS["hybrid-weighted"]
     assert {"dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-rerank"} <= set(NAMED_CONFIGS)
     assert RetrievalConfig.from_dict(base.to_dict()) == base
-    assert RetrievalConfig(name="renamed").config_hash() == base.config_hash()  # name is a label
-    assert RetrievalConfig(alpha=0.3).config_hash() != base.config_hash()
+    renamed = RetrievalConfig.from_dict({**base.to_dict(), "name": "renamed"})
+    assert renamed.config_hash() == base.config_hash()  # name is a label
+    assert RetrievalConfig.from_dict({**base.to_dict(), "alpha": 0.9}).config_hash() != base.config_hash()
     assert RetrievalConfig(alpha=1, depth="50").config_hash() == RetrievalConfig(alpha=1.0).config_hash()
     a = RetrievalConfig(boosts=(("title", 3.0), ("body", 1.0)))
     assert a == RetrievalConfig.from_dict({**a.to_dict(), "boosts": {"body": 1, "title": 3}})
@@ -186,7 +187,9 @@ def test_filters_apply_before_ranking(index, filters, where, params, matches):
     question = "What is an EndpointSlice?"  # about none of the filtered chunks
     assert not all(matches(catalog[h.chunk_id]) for h in _retriever(index, "dense").search(question, k=k).hits)
     for name in ("dense", "hybrid-weighted", "hybrid-rrf", "lexical"):
-        hits = _retriever(index, name).search(question, k=k, filters=filters).hits
+        # no floor here: an off-filter question would (rightly) abstain; this test is about ranking
+        config = RetrievalConfig.from_dict({**NAMED_CONFIGS[name].to_dict(), "floor": None})
+        hits = _retriever(index, config).search(question, k=k, filters=filters).hits
         assert all(matches(catalog[h.chunk_id]) for h in hits), name
         if name != "lexical":  # BM25 only returns chunks sharing a query term
             assert len(hits) == k, name
@@ -229,7 +232,8 @@ def test_reranker_reorders_only_the_top_depth(index):
         def predict(self, pairs):
             return [float(i) for i in range(len(pairs))]  # last candidate scores highest
 
-    config = RetrievalConfig(rerank=True, rerank_depth=4)
+    config = RetrievalConfig.from_dict({**NAMED_CONFIGS["hybrid-weighted"].to_dict(), "rerank": True,
+                                        "rerank_depth": 4})
     fused = [h.chunk_id for h in _retriever(index, "hybrid-weighted").search(ROLLBACK, k=8).hits]
     result = _retriever(index, config, reranker_loader=lambda _: Reverse()).search(ROLLBACK, k=8)
     assert not result.degraded

@@ -117,12 +117,12 @@ def _frames(runs: list[BenchmarkRun], version: str, run_id: str) -> tuple[pl.Dat
 
 
 def _slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:
-    wanted = metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(["mrr@10", "hit@5", "n"])
+    wanted = metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(["mrr@10", "hit@5"])
                             & pl.col("regime").is_in(["serving", "dense", "lexical"])).with_columns(pl.col("value").round(3))
     if wanted.is_empty():
         return wanted
-    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"))
-            .pivot(on="column", index=["benchmark", "slice_value"], values="value").sort("benchmark", "slice_value"))
+    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"), pl.col("n").cast(pl.Int64))
+            .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value").sort("benchmark", "slice_value"))
 
 
 def _regime_hashes(results: pl.DataFrame) -> dict:

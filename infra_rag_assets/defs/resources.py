@@ -25,6 +25,11 @@ def default_sources_file() -> str:
     return os.environ.get("INFRA_RAG_SOURCES", str(PROJECT_ROOT / "sources.yaml"))
 
 
+def default_model() -> str:
+    """INFRA_RAG_MODEL (e.g. a domain_model path) or the bundled base model."""
+    return os.environ.get("INFRA_RAG_MODEL") or "all-MiniLM-L6-v2"
+
+
 class RagStore(dg.ConfigurableResource):
     """The data home: DuckDB warehouse, page blobs, LanceDB and Tantivy directories."""
 
@@ -58,7 +63,8 @@ class BuildSettings(dg.ConfigurableResource):
     """Sources file and the settings a *new* version is built with (recorded per version)."""
 
     sources_file: str = Field(default_factory=default_sources_file)
-    model: str = Field(default="all-MiniLM-L6-v2", description="sentence-transformers id or local path")
+    model: str = Field(default_factory=default_model, description="sentence-transformers id or local path "
+                       "(default: env INFRA_RAG_MODEL, else all-MiniLM-L6-v2)")
     chunk_target_tokens: int = 256
     chunk_max_tokens: int = 256
     context_line: bool = True

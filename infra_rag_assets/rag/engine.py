@@ -39,10 +39,20 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
     if current:
         return current
     for (version,) in warehouse.rows("SELECT index_version FROM index_versions ORDER BY created_at DESC"):
-        if (home.tantivy_root() / version).is_dir() and warehouse.rows(
+        if (home.tantivy_root() / version).is_dir() and _has_vectors(home, version) and warehouse.rows(
                 "SELECT 1 FROM chunks WHERE index_version = ? LIMIT 1", [version]):
             return version
     raise VersionNotFound("no built index version yet: run `infra-rag build`")
+
+
+def _has_vectors(home: DataHome, version: str) -> bool:
+    """A build killed while embedding can leave a version with chunks and a Tantivy index
+    (lexical_index may finish first) but no LanceDB table: not servable, so skipped."""
+    import lancedb
+
+    from .vector_store import table_name
+
+    return table_name(version) in lancedb.connect(home.vectors_uri())
 
 
 class MemoEmbedder:
@@ -53,6 +63,9 @@ class MemoEmbedder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    def clear(self) -> None:
+        self._memo.clear()
 
     def encode(self, texts, **kwargs) -> np.ndarray:
         if len(texts) != 1:

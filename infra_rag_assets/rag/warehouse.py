@@ -143,11 +143,16 @@ class Warehouse:
 
     # --- index versions -------------------------------------------------------------------
     def record_version(self, version: str, config: dict, config_hash: str, fingerprint: str,
-                       created_by: str) -> None:
-        self.execute(
-            "INSERT INTO index_versions VALUES (?, now(), ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [version, created_by, config_hash, fingerprint, json.dumps(config, sort_keys=True)],
-        )
+                       created_by: str) -> bool:
+        """Insert the version's row unless the name exists; True when this call inserted it
+        (one transaction, so of two processes recording one name exactly one gets True)."""
+        with self.connect() as con:
+            inserted = con.execute(
+                "INSERT INTO index_versions VALUES (?, now(), ?, ?, ?, ?) ON CONFLICT DO NOTHING "
+                "RETURNING index_version",
+                [version, created_by, config_hash, fingerprint, json.dumps(config, sort_keys=True)],
+            ).fetchall()
+        return bool(inserted)
 
     def version_config(self, version: str) -> dict | None:
         found = self.rows("SELECT config_json FROM index_versions WHERE index_version = ?", [version])
