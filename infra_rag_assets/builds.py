@@ -7,6 +7,7 @@ build configuration in the warehouse.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -35,8 +36,15 @@ def ensure_dagster_home(store: RagStore) -> Path:
         os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
     template, target = PROJECT_ROOT / "dagster.yaml", Path(home) / "dagster.yaml"
-    if template.is_file() and not target.exists():
-        shutil.copyfile(template, target)
+    # Two commands started at once on a new DAGSTER_HOME would both copy the yaml and both
+    # create the SQLite schema ("table ... already exists"); the first does it under a lock,
+    # the second then finds both in place.
+    with open(Path(home) / ".infra_rag_init.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if template.is_file() and not target.exists():
+            shutil.copyfile(template, target)
+        with dg.DagsterInstance.get():
+            pass
     return Path(home)
 
 

@@ -9,6 +9,9 @@ moves across index_version partitions on release and rollback. A schedule is sti
 run it on a clock: ``canary_hourly`` launches ``canary_job``, which selects only this check
 (no asset is re-materialized). The same ``canary_suite`` backs `infra-rag canary`, so a
 canary run by hand and one run by the daemon ask the same engine the same questions.
+
+It is declared with ``multi_asset_check(can_subset=True)`` rather than ``asset_check`` only so
+that it may yield no result: see ``release_canary`` for why build runs skip it.
 """
 
 import dagster as dg

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,9 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from .sources import expand_env
+
 BENCH_DIR = Path("eval") / "benchmarks"
 UNANSWERABLE = "unanswerable"
-_ENV = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 _DOC_ID = re.compile(r"^[a-z0-9-]+:\S+$")
 
 
@@ -107,11 +107,6 @@ def _read_jsonl(path: Path) -> list[dict]:
 # --- external dataset through a spec -------------------------------------------------------
 
 
-def _expand(value: str) -> str:
-    """``${VAR:-default}`` from the environment, the same syntax sources.yaml uses."""
-    return _ENV.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
-
-
 def _load_spec(path: Path) -> dict:
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -127,7 +122,7 @@ def _load_spec(path: Path) -> dict:
 
 def _from_spec(spec_path: Path, repo_root: Path) -> Benchmark:
     spec = _load_spec(spec_path)
-    data_path = Path(_expand(str(spec["data"])))
+    data_path = Path(expand_env(str(spec["data"])))
     data_path = data_path if data_path.is_absolute() else repo_root / data_path
     if not data_path.is_file():
         raise BenchmarkError(f"{spec_path}: data file not found: {data_path}"

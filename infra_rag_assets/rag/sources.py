@@ -83,7 +83,8 @@ def page_id_for(rel_path: str) -> str:
     return page_path(rel_path).replace("/", "_") or "root"
 
 
-def _expand(value: str) -> str:
+def expand_env(value: str) -> str:
+    """``${VAR:-default}`` from the environment (sources.yaml and benchmark specs share it)."""
     return _ENV_PATTERN.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
 
 
@@ -123,7 +124,7 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
     mirror = entry.get("mirror")
     mirror_path = None
     if mirror:
-        mirror_path = Path(_expand(str(mirror)))
+        mirror_path = Path(expand_env(str(mirror)))
         mirror_path = (mirror_path if mirror_path.is_absolute() else base / mirror_path).resolve()
     return Source(
         name=str(entry["name"]), project=entry["project"], kind=entry["kind"],
