@@ -39,13 +39,16 @@ def release(context: dg.AssetExecutionContext, store: RagStore) -> dg.Materializ
     metrics = metric_table_for(warehouse, version)
     headline = {"/".join(key): metrics.get(key) for key in HEADLINE}
     previous = releases.current_release(warehouse)
-    event = releases.record(warehouse, version, "release", run_id=context.run.run_id,
-                            reason=f"gates passed (run {context.run.run_id[:8]})", metrics=headline,
-                            actor=context.run.tags.get("user", None))
+    if previous == version:  # re-evaluated while serving: no new event, the pointer did not move
+        event_id = "unchanged (already serving)"
+    else:
+        event_id = releases.record(warehouse, version, "release", run_id=context.run.run_id,
+                                   reason=f"gates passed (run {context.run.run_id[:8]})", metrics=headline,
+                                   actor=context.run.tags.get("user", None)).event_id
     lineage = upstream_lineage(context.instance, version, (*UPSTREAM, "eval_run"))
     return dg.MaterializeResult(
         metadata={
-            "serving_version": version, "previous_version": previous or "none", "event_id": event.event_id,
+            "serving_version": version, "previous_version": previous or "none", "event_id": event_id,
             "headline_metrics": md_table(pl.DataFrame([{"metric": k, "value": v} for k, v in headline.items()])),
             "lineage": md_table(pl.DataFrame(lineage)),
         },
