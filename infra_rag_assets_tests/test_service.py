@@ -23,7 +23,8 @@ def test_search_answer_and_traces(client):
     assert reply.status_code == 200
     body = reply.json()
     assert len(body["hits"]) == 4 and body["hits"][0]["doc_id"].startswith("kubernetes:")
-    filtered = http.post("/search", json={"question": "How does maxSurge work?", "k": 3, "project": "argocd"}).json()
+    filtered = http.post("/search", json={"question": "What is the target state of an application?", "k": 3,
+                                          "project": "argocd"}).json()
     assert filtered["hits"] and {h["project"] for h in filtered["hits"]} == {"argocd"}
     answer = http.post("/answer", json={"question": "What does maxSurge control in a Deployment?", "offline": True})
     assert answer.status_code == 200 and answer.json()["method"] == "extractive" and answer.json()["citations"]
