@@ -17,6 +17,7 @@ import dagster as dg
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.config import new_version_name, sources_fingerprint
+from .rag.processes import pid_alive
 
 INDEX_STAGES = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
 STAGES = [*INDEX_STAGES, "eval_run", "release"]
@@ -116,7 +117,7 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
     released = []
     for run in instance.get_runs(dg.RunsFilter(statuses=active, tags={HOST_TAG: host})):
         pid = int(run.tags.get(PID_TAG) or 0)
-        if not pid or pid == os.getpid() or _pid_alive(pid):
+        if not pid or pid == os.getpid() or pid_alive(pid):
             continue
         instance.report_run_failed(run, message=f"build process {pid} on {host} died; pool slots freed")
         if instance.event_log_storage.supports_global_concurrency_limits:
@@ -125,19 +126,8 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
     return released
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: existence check only
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        pass
-    return True
-
-
 def _assets_and_checks(defs: dg.Definitions) -> list:
     return [*defs.assets, *(defs.asset_checks or [])]
-
 
 
 COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse

@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .retrieval import RetrievalConfig
+from .sources import read_yaml_list
 from .traces import error_row, trace_row
 
 OUTCOMES = ("answered", "abstained")
@@ -61,15 +60,7 @@ class CanaryResult:
 def load_canaries(path: Path | str | None = None) -> list[Canary]:
     """Parse and validate a canary file; any problem is one ValueError line naming the file."""
     path = Path(path) if path else default_canary_file()
-    if not path.is_file():
-        raise FileNotFoundError(f"canary file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    items = data.get("canaries") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not items:
-        raise ValueError(f"{path}: expected a non-empty 'canaries:' list")
+    items = read_yaml_list(path, "canaries", what="canary file")
     canaries, seen = [], set()
     for n, item in enumerate(items, 1):
         canaries.append(_parse(path, n, item))

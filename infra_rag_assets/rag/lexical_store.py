@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import tantivy
+from .processes import pid_alive
 
 from infra_rag_assets.rag.analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
 
@@ -201,7 +202,7 @@ def _cleanup_unlocked(root: Path) -> list[Path]:
     handled = []
     for path in sorted(root.iterdir()):
         match = _TEMP_DIR.match(path.name)
-        if not match or not path.is_dir() or _pid_alive(int(match["pid"])):
+        if not match or not path.is_dir() or pid_alive(int(match["pid"])):
             continue
         final_dir = root / match["name"]
         if path.name.startswith(ASIDE_PREFIX) and not final_dir.exists():
@@ -210,16 +211,6 @@ def _cleanup_unlocked(root: Path) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
         handled.append(path)
     return handled
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: existence check only
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        pass
-    return True
 
 
 # --- searching ----------------------------------------------------------------------------

@@ -88,18 +88,26 @@ def expand_env(value: str) -> str:
     return _ENV_PATTERN.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
 
 
-def load_sources(path: Path | str) -> list[Source]:
-    """Parse and validate sources.yaml; relative mirrors resolve against the file's folder."""
+def read_yaml_list(path: Path | str, key: str, error: type[Exception] = ValueError,
+                   what: str = "file") -> list:
+    """The non-empty list under ``key`` of a YAML file; every problem is one ``error`` line."""
     path = Path(path)
     if not path.is_file():
-        raise SourceConfigError(f"sources file not found: {path}")
+        raise (FileNotFoundError if error is ValueError else error)(f"{what} not found: {path}")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise SourceConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    entries = raw.get("sources") if isinstance(raw, dict) else None
+        raise error(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    entries = raw.get(key) if isinstance(raw, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise SourceConfigError(f"{path}: expected a non-empty 'sources:' list")
+        raise error(f"{path}: expected a non-empty '{key}:' list")
+    return entries
+
+
+def load_sources(path: Path | str) -> list[Source]:
+    """Parse and validate sources.yaml; relative mirrors resolve against the file's folder."""
+    path = Path(path)
+    entries = read_yaml_list(path, "sources", SourceConfigError, what="sources file")
     sources, names = [], set()
     for i, entry in enumerate(entries):
         source = _source_from_entry(entry, i, path.parent)
