@@ -25,10 +25,11 @@ from ..rag.config import stable_hash
 from .chunks import chunks_version
 from .resources import PROJECT_ROOT, RagStore
 
-# Training costs ~0.68 CPU-seconds per triplet at batch 32 / 192 tokens (measured here): 2,700
-# triplets is ~18-22 min on 2 idle cores, inside the 25-minute budget, and covers nearly all of
-# the 2,748 train questions whose page is in the 2023-11 corpus snapshot. On a busy machine the
-# wall time grows with the CPU share the process gets (training.json records cpu seconds too).
+# Measured here (batch 32, 192 tokens, 2 torch threads): ~0.48 CPU-seconds per triplet, 12.5 s
+# per step = ~2.5 triplets/s on 2 idle cores, so 2,700 triplets train in ~18 min, inside the
+# 25-minute budget, and cover nearly all 2,748 train questions whose page is in the 2023-11
+# corpus snapshot. On a busy machine wall time grows with the CPU share the process gets
+# (training.json records cpu_seconds_training beside seconds_training).
 DEFAULT_MAX_QUESTIONS = 2700
 TRAIN_FILE = Path("k8s-docs-rag-bench") / "qa_train.jsonl"
 
