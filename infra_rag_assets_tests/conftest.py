@@ -114,6 +114,19 @@ sources:
     return path
 
 
+@pytest.fixture
+def pipeline_env(tmp_path, fixture_sources):
+    """(ephemeral Dagster instance, RagStore in tmp, BuildSettings over the fixture sources)."""
+    import dagster as dg
+
+    from infra_rag_assets.defs.resources import BuildSettings, RagStore
+
+    store = RagStore(home=str(tmp_path / "home"))
+    settings = BuildSettings(sources_file=str(fixture_sources))
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance, store, settings
+
+
 @pytest.fixture(scope="session")
 def built_index(tmp_path_factory):
     """One fixture-corpus index version built through every index stage, shared read-only.

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import dagster as dg
-import pytest
 
 from infra_rag_assets.builds import INDEX_STAGES, materialize_version
 from infra_rag_assets.defs.automation import sources_changed
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
-
-
-@pytest.fixture
-def env(tmp_path, fixture_sources):
-    store = RagStore(home=str(tmp_path / "home"))
-    settings = BuildSettings(sources_file=str(fixture_sources))
-    with dg.DagsterInstance.ephemeral() as instance:
-        yield instance, store, settings
+from infra_rag_assets.defs.resources import EmbedderResource
 
 
 def _tick(instance, store, settings):
@@ -34,8 +25,8 @@ def _build(instance, store, settings, version):
     return meta["texts_embedded"].value
 
 
-def test_sensor_builds_only_on_change(env, fixture_corpus):
-    instance, store, settings = env
+def test_sensor_builds_only_on_change(pipeline_env, fixture_corpus):
+    instance, store, settings = pipeline_env
     first = _tick(instance, store, settings)
     assert isinstance(first, dg.SensorResult) and len(first.run_requests) == 1
     version = first.run_requests[0].partition_key

@@ -5,18 +5,9 @@ from __future__ import annotations
 import json
 
 import dagster as dg
-import pytest
 
 from infra_rag_assets.builds import materialize_version, register_version
-from infra_rag_assets.defs.resources import BuildSettings, RagStore
-
-
-@pytest.fixture
-def env(tmp_path, fixture_sources):
-    store = RagStore(home=str(tmp_path / "home"))
-    settings = BuildSettings(sources_file=str(fixture_sources))
-    with dg.DagsterInstance.ephemeral() as instance:
-        yield instance, store, settings
+from infra_rag_assets.defs.resources import RagStore
 
 
 def _docs(store: RagStore, version: str) -> dict[str, dict]:
@@ -24,8 +15,8 @@ def _docs(store: RagStore, version: str) -> dict[str, dict]:
     return {row["doc_id"]: row for row in frame.to_dicts()}
 
 
-def test_ingestion_materializes_every_page_with_a_status(env):
-    instance, store, settings = env
+def test_ingestion_materializes_every_page_with_a_status(pipeline_env):
+    instance, store, settings = pipeline_env
     version = register_version(instance, store, settings, created_by="test")
     assert instance.has_dynamic_partition("index_version", version)
     result = materialize_version(version, ["source_pages", "documents"], instance, store, settings)
@@ -54,8 +45,8 @@ def test_ingestion_materializes_every_page_with_a_status(env):
     assert materializations[0].metadata["dagster/row_count"].value == 12
 
 
-def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(env):
-    instance, store, settings = env
+def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(pipeline_env):
+    instance, store, settings = pipeline_env
     version = register_version(instance, store, settings, created_by="test")
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
@@ -70,8 +61,8 @@ def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(env):
     assert _docs(store, second).keys() == _docs(store, version).keys()
 
 
-def test_version_records_its_configuration(env):
-    instance, store, settings = env
+def test_version_records_its_configuration(pipeline_env):
+    instance, store, settings = pipeline_env
     version = register_version(instance, store, settings, created_by="test")
     config = store.warehouse().version_config(version)
     assert {s["name"] for s in config["sources"]} >= {"kubernetes", "cncf-whitepapers"}

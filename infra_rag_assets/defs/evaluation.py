@@ -16,7 +16,7 @@ from ..rag import gates as gate_lib
 from ..rag import releases
 from ..rag.benchmarks import load_benchmark
 from ..rag.config import stable_hash
-from ..rag.evaluation import REGIMES, SERVING, BenchmarkRun, run_benchmark, scorecard
+from ..rag.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
 from ..rag.metrics import METRIC_NAMES
 from .partitions import index_version
 from .reporting import md_table

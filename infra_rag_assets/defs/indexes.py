@@ -10,7 +10,6 @@ import dagster as dg
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import embed_input
 from .partitions import index_version
-from .reporting import md_table
 from .resources import EmbedderResource, RagStore
 
 
