@@ -53,19 +53,25 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
                      created_by: str) -> str:
     """Snapshot the current configuration, name a new version, record it, add the partition."""
     config = settings.build_config()
-    warehouse = store.warehouse()
-    # Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a
-    # build started in the same minute, must not reuse (and overwrite) an existing version.
-    existing = set(instance.get_dynamic_partitions(index_version.name))
-    existing |= {v for (v,) in warehouse.rows("SELECT index_version FROM index_versions")}
+    version = claim_version(store.warehouse(), instance.get_dynamic_partitions(index_version.name),
+                            config, created_by)
+    instance.add_dynamic_partitions(index_version.name, [version])
+    return version
+
+
+def claim_version(warehouse, partitions, config, created_by: str) -> str:
+    """Name a new version and record its configuration; the CLI and the sensor both use it.
+
+    Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a build
+    started in the same minute, must not reuse (and overwrite) an existing version.
+    """
+    existing = set(partitions) | {v for (v,) in warehouse.rows("SELECT index_version FROM index_versions")}
     while True:
         version = new_version_name(config.config_hash(), existing)
         if warehouse.record_version(version, config.to_dict(), config.config_hash(),
                                     sources_fingerprint(config.sources), created_by):
-            break
+            return version
         existing.add(version)  # taken by a concurrent build between our read and our insert
-    instance.add_dynamic_partitions(index_version.name, [version])
-    return version
 
 
 def stages_through(through: str, start: str | None = None) -> list[str]:

@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from ..rag.config import new_version_name, sources_fingerprint
+from ..rag.config import sources_fingerprint
 from .partitions import index_version
 from .resources import BuildSettings, RagStore
 
@@ -32,9 +32,10 @@ def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settin
         "SELECT index_version, sources_fingerprint FROM index_versions ORDER BY created_at DESC LIMIT 1")
     if latest and latest[0][1] == fingerprint:
         return dg.SkipReason(f"sources unchanged since {latest[0][0]} (fingerprint {fingerprint[:12]})")
-    existing = set(context.instance.get_dynamic_partitions(index_version.name))
-    version = new_version_name(config.config_hash(), existing)
-    warehouse.record_version(version, config.to_dict(), config.config_hash(), fingerprint, created_by="sensor")
+    from ..builds import claim_version
+
+    version = claim_version(warehouse, context.instance.get_dynamic_partitions(index_version.name),
+                            config, created_by="sensor")
     changed = _changed_sources(latest[0][0] if latest else None, config.sources, warehouse)
     return dg.SensorResult(
         dynamic_partitions_requests=[index_version.build_add_request([version])],
