@@ -77,6 +77,21 @@ def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
     assert by_id["q-off-1"]["abstained"] and by_id["q-maxsurge"]["rank"] == 1
 
 
+def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
+    instance, store, settings, version, bench = env
+    result = _evaluate_and_release(instance, store, settings, version, bench,
+                                   experiments={"alpha-0.9": {"base": "hybrid-weighted", "alpha": 0.9},
+                                                "lexical-no-ident": {"base": "lexical",
+                                                                     "boosts": {"body": 1.0, "title": 0.3}}})
+    assert result.success
+    hashes = dict(store.warehouse().rows(
+        "SELECT DISTINCT regime, retrieval_config_hash FROM eval_results WHERE index_version = ?", [version]))
+    assert {"alpha-0.9", "lexical-no-ident", "hybrid-weighted"} <= set(hashes)
+    assert hashes["alpha-0.9"] != hashes["hybrid-weighted"]
+    scorecard = result.asset_materializations_for_node("eval_run")[0].metadata["scorecard"].value
+    assert "alpha-0.9" in scorecard and "lexical-no-ident" in scorecard
+
+
 def test_degraded_config_is_refused_by_a_blocking_gate(env):
     instance, store, settings, version, bench = env
     result = _evaluate_and_release(instance, store, settings, version, bench,

@@ -36,6 +36,9 @@ class EvalRunConfig(dg.Config):
     k: int = 10
     serving_config: str = "hybrid-weighted"  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
+    # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
+    # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.
+    experiments: dict[str, dict] = {}
 
 
 @dg.asset(
@@ -64,7 +67,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     for name in config.benchmarks:
         bench = load_benchmark(name, PROJECT_ROOT)
         context.log.info(f"{bench.name}: {len(bench.records)} questions × {len(config.regimes)} regimes")
-        runs.append(run_benchmark(engine, bench, known, config.regimes, config.k,
+        runs.append(run_benchmark(engine, bench, known, [*config.regimes, *experiment_configs(config)], config.k,
                                   serving=(config.serving_config, config.serving_k),
                                   progress=_every(context, bench.name, 500)))
     torch.set_num_threads(threads)
@@ -89,6 +92,19 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
         data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
                                                 [r.benchmark_hash for r in runs], 16)),
     )
+
+
+def experiment_configs(config: EvalRunConfig) -> list:
+    """Each experiment = a named config with overrides, labelled with the experiment's name."""
+    from ..rag.engine import named_config
+    from ..rag.retrieval import RetrievalConfig
+
+    out = []
+    for name, overrides in config.experiments.items():
+        overrides = dict(overrides)
+        base = named_config(overrides.pop("base", "hybrid-weighted"))
+        out.append(RetrievalConfig.from_dict({**base.to_dict(), **overrides, "name": name}))
+    return out
 
 
 def _every(context: dg.AssetExecutionContext, label: str, every: int):

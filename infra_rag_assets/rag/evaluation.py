@@ -1,7 +1,10 @@
 """Score retrieval regimes on benchmarks: per-question rows and summaries (no Dagster).
 
 All regimes run inside one evaluation over the same index version and questions, so they are
-compared on identical chunks; each regime embeds the question itself so latencies are honest. Relevance is page-level; only questions whose relevant page exists in the built
+compared on identical chunks; each regime embeds the question itself so latencies are honest.
+A regime is a named config or an experiment's own RetrievalConfig (its ``name`` labels the rows),
+so tuning experiments are recorded as eval_run rows too. Relevance is page-level; only
+questions whose relevant page exists in the built
 corpus are scored (coverage is reported, the rest are not hidden but counted).
 """
 
@@ -38,7 +41,12 @@ def project_of(record: BenchRecord) -> str:
             "cncf-whitepapers": "cncf"}.get(source, source)
 
 
-def score_question(engine, record: BenchRecord, regime: str, k: int = 10) -> dict:
+def label(regime) -> str:
+    """Row label of a regime: a named config's name, or an experiment config's ``name``."""
+    return regime if isinstance(regime, str) else regime.name
+
+
+def score_question(engine, record: BenchRecord, regime, k: int = 10) -> dict:
     """One question under one regime -> a per-question row (what eval_results stores).
 
     The query-embedding memo is cleared first so every regime's latency includes embedding the
@@ -49,7 +57,7 @@ def score_question(engine, record: BenchRecord, regime: str, k: int = 10) -> dic
     relevant = set(record.relevant)
     rank = rank_of_first_relevant(ranked, relevant) if relevant else None
     return {
-        "regime": regime, "retrieval_config_hash": result.config_hash, "question_id": record.id,
+        "regime": label(regime), "retrieval_config_hash": result.config_hash, "question_id": record.id,
         "question": record.question, "category": record.category, "project": project_of(record),
         "page_kind": record.page_kind, "relevant": list(record.relevant), "ranked_doc_ids": ranked,
         "ranked_chunk_ids": [h.chunk_id for h in result.hits], "rank": rank,
@@ -64,7 +72,7 @@ def score_question(engine, record: BenchRecord, regime: str, k: int = 10) -> dic
     }
 
 
-def run_benchmark(engine, bench: Benchmark, known_doc_ids: set[str], regimes: Sequence[str] = REGIMES,
+def run_benchmark(engine, bench: Benchmark, known_doc_ids: set[str], regimes: Sequence = REGIMES,
                   k: int = 10, serving: tuple[str, int] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> BenchmarkRun:
     """Score every covered record under every regime; ``serving`` = (config name, k) adds the
@@ -78,12 +86,13 @@ def run_benchmark(engine, bench: Benchmark, known_doc_ids: set[str], regimes: Se
             done += 1
             if progress:
                 progress(done, total)
+    labels = [label(r) for r in regimes]
     if serving:
-        run.rows += _serving_rows(engine, covered, run.rows, regimes, k, *serving)
-        regimes = [*regimes, SERVING]
-    for regime in regimes:
-        rows = [_metric_row(r) for r in run.rows if r["regime"] == regime]
-        run.summaries[regime] = summarize(rows) + [s for by in SLICES for s in summarize(rows, by=by)]
+        run.rows += _serving_rows(engine, covered, run.rows, labels, k, *serving)
+        labels = [*labels, SERVING]
+    for name in labels:
+        rows = [_metric_row(r) for r in run.rows if r["regime"] == name]
+        run.summaries[name] = summarize(rows) + [s for by in SLICES for s in summarize(rows, by=by)]
     return run
 
 
