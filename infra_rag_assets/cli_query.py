@@ -9,6 +9,7 @@ import time
 import click
 
 from .cli import UserError, console, friendly_errors, main, out, print_rows
+from .rag.engine import hit_record
 
 MAX_QUESTION_CHARS = 2000
 
@@ -32,12 +33,6 @@ def _config_name(mode: str, config: str | None) -> str:
     name = config or MODE_CONFIGS[mode]
     named_config(name)  # one-line error for an unknown name
     return name
-
-
-def hit_record(hit) -> dict:
-    """The batch contract's hit object."""
-    return {"chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "project": hit.project, "page_id": hit.page_id,
-            "url": hit.url, "section": hit.section, "score": round(float(hit.score), 6), "text": hit.text}
 
 
 def _read_questions(path: str) -> list[dict]:

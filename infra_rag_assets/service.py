@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from .rag import releases
-from .rag.engine import (DEFAULT_CONFIG, QueryEngine, VersionNotFound, named_config, resolve_version,
-                         single_thread_queries)
+from .rag.engine import (DEFAULT_CONFIG, QueryEngine, VersionNotFound, hit_record, named_config,
+                         resolve_version, single_thread_queries)
 from .rag.home import DataHome
 from .rag.traces import append_traces, trace_row
 
@@ -98,8 +98,6 @@ def create_app(home: DataHome | None = None) -> FastAPI:
                                filters={"project": body.project} if body.project else None)
         append_traces(home.warehouse(), [trace_row(origin="service", version=engine.version,
                                                    config_name=body.config, result=result)])
-        from .cli_query import hit_record
-
         return {"version": engine.version, "config": body.config, "abstained": result.abstained,
                 "abstain_reason": result.abstain_reason, "degraded": result.degraded,
                 "hits": [hit_record(h) for h in result.hits],

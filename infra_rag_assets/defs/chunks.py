@@ -8,9 +8,8 @@ import dagster as dg
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import chunk_documents
 from .partitions import index_version
-from .reporting import md_table
+from .reporting import log_progress, md_table
 from .resources import RagStore
-from .sources import _log_every
 
 TOKEN_BINS = [32, 64, 128, 192, 256]
 
@@ -37,7 +36,7 @@ def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.Materialize
         raise dg.Failure(f"no documents for {version}: materialize documents first")
     counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
     frame = chunk_documents(docs.iter_rows(named=True), counter, config.chunking,
-                            progress=_log_every(context, "chunked documents", 250))
+                            progress=log_progress(context, "chunked documents", 250))
     rows = warehouse.replace_partition("chunks", version, frame)
     return dg.MaterializeResult(
         metadata={

@@ -11,9 +11,8 @@ from ..rag.config import stable_hash
 from ..rag.ingest import parse_documents, parser_tag
 from ..rag.models import PageSpan, ParsedDocument, Section, check_spans
 from .partitions import index_version
-from .reporting import counts_pivot, md_table
+from .reporting import counts_pivot, log_progress, md_table
 from .resources import RagStore
-from .sources import _log_every
 
 FAILURE_RATE_WARN = 0.10  # share of a project's pages that may fail to parse before we warn
 
@@ -34,7 +33,7 @@ def documents(context: dg.AssetExecutionContext, store: RagStore) -> dg.Material
     if pages.is_empty():
         raise dg.Failure(f"no source_pages rows for {version}: materialize source_pages first")
     reusable = _reusable_parses(warehouse, version, pages)
-    frame, reused = parse_documents(pages, store.blobs(), reusable, progress=_log_every(context, "parsed", 250))
+    frame, reused = parse_documents(pages, store.blobs(), reusable, progress=log_progress(context, "parsed", 250))
     rows = warehouse.replace_partition("documents", version, frame)
     frame = frame.with_columns(pl.col("status").str.replace(r"^duplicate_of:.*", "duplicate"))
     return dg.MaterializeResult(

@@ -19,7 +19,7 @@ from ..rag.config import stable_hash
 from ..rag.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
 from ..rag.metrics import METRIC_NAMES
 from .partitions import index_version
-from .reporting import md_table
+from .reporting import log_progress, md_table
 from .resources import PROJECT_ROOT, RagStore
 
 UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index")
@@ -69,7 +69,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
         context.log.info(f"{bench.name}: {len(bench.records)} questions × {len(config.regimes)} regimes")
         runs.append(run_benchmark(engine, bench, known, [*config.regimes, *experiment_configs(config)], config.k,
                                   serving=(config.serving_config, config.serving_k),
-                                  progress=_every(context, bench.name, 500)))
+                                  progress=log_progress(context, f"{bench.name}: question-regime pairs", 500)))
     torch.set_num_threads(threads)
     results, metrics = _frames(runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
@@ -105,14 +105,6 @@ def experiment_configs(config: EvalRunConfig) -> list:
         base = named_config(overrides.pop("base", "hybrid-weighted"))
         out.append(RetrievalConfig.from_dict({**base.to_dict(), **overrides, "name": name}))
     return out
-
-
-def _every(context: dg.AssetExecutionContext, label: str, every: int):
-    def progress(done: int, total: int) -> None:
-        if done == total or done % every == 0:
-            context.log.info(f"{label}: {done}/{total} question-regime pairs")
-
-    return progress
 
 
 def _frames(runs: list[BenchmarkRun], version: str, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -1,7 +1,6 @@
 """vectors (LanceDB) and lexical_index (Tantivy) for one index version, plus parity checks."""
 
 import time
-from pathlib import Path
 
 import polars as pl
 
@@ -93,6 +92,7 @@ def _embed_progress(context: dg.AssetExecutionContext):
 )
 def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     from ..rag.lexical_store import LexicalDoc, build_index
+    from ..rag.vector_store import dir_bytes
 
     version = context.partition_key
     frame = _chunks(store, version)
@@ -106,13 +106,9 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     return dg.MaterializeResult(
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
                   "seconds_indexing": round(time.perf_counter() - started, 2),
-                  "bytes_on_disk": _dir_bytes(target)},
+                  "bytes_on_disk": dir_bytes(target) or 0},
         data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
     )
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def _chunk_count(store: RagStore, version: str) -> int:

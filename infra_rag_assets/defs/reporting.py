@@ -33,3 +33,12 @@ def counts_pivot(frame: pl.DataFrame, row: str, column: str) -> pl.DataFrame:
         return frame
     return (counts_by(frame, row, column).pivot(on=column, index=row, values="count")
             .fill_null(0).sort(row))
+
+
+def log_progress(context: dg.AssetExecutionContext, label: str, every: int):
+    """A ``progress(done, total)`` callback that logs every ``every`` items and at the end."""
+    def progress(done: int, total: int) -> None:
+        if done == total or done % every == 0:
+            context.log.info(f"{label} {done}/{total}")
+
+    return progress

@@ -119,12 +119,6 @@ class EmbedderResource(dg.ConfigurableResource):
 
     def embedder(self, model: str):
         """One loaded model per process and model id: repeated materializations reuse it."""
-        from ..rag.embedding import Embedder
+        from ..rag.embedding import shared_embedder
 
-        key = (model, self.device)
-        if key not in _EMBEDDERS:
-            _EMBEDDERS[key] = Embedder(model, device=self.device)
-        return _EMBEDDERS[key]
-
-
-_EMBEDDERS: dict = {}
+        return shared_embedder(model, device=self.device)

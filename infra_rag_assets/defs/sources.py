@@ -8,7 +8,7 @@ import dagster as dg
 from ..rag.config import stable_hash
 from ..rag.ingest import list_pages, snapshot_pages
 from .partitions import index_version
-from .reporting import counts_pivot, md_table
+from .reporting import counts_pivot, log_progress, md_table
 from .resources import BuildSettings, RagStore, version_config
 
 
@@ -26,7 +26,7 @@ def source_pages(context: dg.AssetExecutionContext, store: RagStore, settings: B
     sources = [s for s in settings.sources() if s.name in {snap["name"] for snap in config.sources}]
     pages = list_pages(sources)
     context.log.info(f"snapshotting {len(pages)} pages from {len(sources)} sources for {version}")
-    frame = snapshot_pages(pages, store.blobs(), progress=_log_every(context, "read", 250))
+    frame = snapshot_pages(pages, store.blobs(), progress=log_progress(context, "read", 250))
     rows = store.warehouse().replace_partition("source_pages", version, frame)
     return dg.MaterializeResult(
         metadata={
@@ -50,10 +50,3 @@ def pages_version(frame: pl.DataFrame) -> str:
     pairs = frame.select("doc_id", "bytes_hash").sort("doc_id").rows()
     return stable_hash(pairs, 16)
 
-
-def _log_every(context: dg.AssetExecutionContext, verb: str, every: int):
-    def progress(done: int, total: int) -> None:
-        if done == total or done % every == 0:
-            context.log.info(f"{verb} {done}/{total}")
-
-    return progress

@@ -207,6 +207,20 @@ class Embedder:
         return np.concatenate(parts)
 
 
+_SHARED: dict[tuple[str, str], Embedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedder(model: str = DEFAULT_MODEL, *, device: str = "cpu") -> Embedder:
+    """One loaded model per process and (model, device): the vectors asset, eval_run and the
+    service's engines reuse it instead of loading the weights again."""
+    with _SHARED_LOCK:
+        key = (model, device)
+        if key not in _SHARED:
+            _SHARED[key] = Embedder(model, device=device)
+        return _SHARED[key]
+
+
 class EmbeddingCache:
     """Vectors keyed by (model weights hash, text hash) in ``<cache_dir>/embeddings.duckdb``.
 

@@ -2,17 +2,14 @@
 
 Shared by the CLI (interactive and batch), the HTTP service, the eval_run asset and the
 canary, so they all resolve versions, load models and record traces the same way. Models and
-searchers load once per engine; query embeddings are memoized so comparing several retrieval
-regimes on one question embeds it once.
+searchers load once per engine; every query embeds its question (as served, so latencies are
+honest).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from . import releases
 from .config import BuildConfig
@@ -55,30 +52,6 @@ def _has_vectors(home: DataHome, version: str) -> bool:
     return table_name(version) in lancedb.connect(home.vectors_uri())
 
 
-class MemoEmbedder:
-    """Wraps an Embedder: identical single-query encodes are served from a small LRU."""
-
-    def __init__(self, embedder: Any, size: int = 4096):
-        self._inner, self._memo, self._size = embedder, OrderedDict(), size
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def clear(self) -> None:
-        self._memo.clear()
-
-    def encode(self, texts, **kwargs) -> np.ndarray:
-        if len(texts) != 1:
-            return self._inner.encode(texts, **kwargs)
-        key = texts[0]
-        if key not in self._memo:
-            self._memo[key] = self._inner.encode(texts, **kwargs)[0]
-            if len(self._memo) > self._size:
-                self._memo.popitem(last=False)
-        self._memo.move_to_end(key)
-        return self._memo[key][None, :]
-
-
 @dataclass
 class AnswerOutcome:
     result: RetrievalResult
@@ -89,14 +62,14 @@ class AnswerOutcome:
 class QueryEngine:
     def __init__(self, home: DataHome, version: str):
         from .chunking import HFTokenCounter
-        from .embedding import Embedder, resolve_model_path
+        from .embedding import resolve_model_path, shared_embedder
 
         self.home, self.version = home, version
         warehouse = home.warehouse()
         self.build_config = BuildConfig.from_dict(warehouse.version_config(version) or {})
         self.catalog = catalog_from_rows(warehouse.frame(
             "SELECT * EXCLUDE (index_version) FROM chunks WHERE index_version = ?", [version]).iter_rows(named=True))
-        self.embedder = MemoEmbedder(Embedder(self.build_config.model_id))
+        self.embedder = shared_embedder(self.build_config.model_id)
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.build_config.model_id))
         self._vector = self._lexical = None
         self._retrievers: dict[str, Retriever] = {}
@@ -149,6 +122,12 @@ def single_thread_queries() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def hit_record(hit) -> dict:
+    """A hit as the batch contract and the HTTP service return it."""
+    return {"chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "project": hit.project, "page_id": hit.page_id,
+            "url": hit.url, "section": hit.section, "score": round(float(hit.score), 6), "text": hit.text}
 
 
 def named_config(name: str) -> RetrievalConfig:

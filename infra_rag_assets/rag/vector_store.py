@@ -91,7 +91,9 @@ def _to_arrow(rows: list[dict] | pa.Table, vectors: np.ndarray, schema: pa.Schem
     return base.append_column(schema.field("vector"), column).replace_schema_metadata(schema.metadata)
 
 
-def _dir_bytes(uri: str) -> int | None:
+def dir_bytes(uri: str | Path) -> int | None:
+    """Bytes under a local directory (or file:// URI); None for object stores or a missing path."""
+    uri = str(uri)
     path = Path(uri.removeprefix("file://"))
     if ("://" in uri and not uri.startswith("file://")) or not path.exists():
         return None
@@ -112,7 +114,7 @@ def write_vectors(
     mode = "overwrite" if name in db else "create"  # "overwrite" of nothing logs a Lance WARN
     table = db.create_table(name, data, schema=schema, mode=mode)
     return TableStats(
-        rows=table.count_rows(), table=name, bytes_on_disk=_dir_bytes(table.uri), lance_version=table.version
+        rows=table.count_rows(), table=name, bytes_on_disk=dir_bytes(table.uri), lance_version=table.version
     )
 
 
