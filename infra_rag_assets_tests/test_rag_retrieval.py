@@ -164,7 +164,7 @@ def test_each_mode_returns_k_hits_with_catalog_fields(index, name):
         assert hit.project == "kubernetes" and hit.end_char > hit.start_char and hit.page_kind
         sides = (hit.dense_score is not None, hit.lexical_score is not None)
         assert sides == {"dense": (True, False), "lexical": (False, True)}.get(name, sides) and any(sides)
-    assert set(result.timings_ms) == {"embed", "dense", "lexical", "fuse", "rerank", "total"}
+    assert set(result.timings_ms) == {"embed", "dense", "lexical", "page", "fuse", "rerank", "total"}
     if name.startswith("hybrid"):
         assert result.dense_ranking and result.lexical_ranking
         assert any(h.dense_rank and h.lexical_rank for h in result.hits)

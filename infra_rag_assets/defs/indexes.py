@@ -91,7 +91,7 @@ def _embed_progress(context: dg.AssetExecutionContext):
     "staging directory and renamed into place only after commit.",
 )
 def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.lexical_store import LexicalDoc, build_index
+    from ..rag.lexical_store import LexicalDoc, build_index, page_docs, page_index_dir
     from ..rag.vector_store import dir_bytes
 
     version = context.partition_key
@@ -103,10 +103,14 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     target = store.tantivy_root() / version
     started = time.perf_counter()
     count = build_index(target, docs)
+    # Pages last: a reader that finds the page index also finds the chunk index it belongs to.
+    page_count = build_index(page_index_dir(target), page_docs(frame.iter_rows(named=True)))
     return dg.MaterializeResult(
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
+                  "page_documents": page_count,
+                  "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
                   "seconds_indexing": round(time.perf_counter() - started, 2),
-                  "bytes_on_disk": dir_bytes(target) or 0},
+                  "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0)},
         data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
     )
 
@@ -132,11 +136,16 @@ def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store
 
 
 @dg.asset_check(asset=lexical_index, blocking=True, partitions_def=index_version,
-                description="Lexical documents == chunk count for the version (ERROR, blocking).")
+                description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
+                "for the version (ERROR, blocking).")
 def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    from ..rag.lexical_store import LexicalSearcher
+    from ..rag.lexical_store import LexicalSearcher, open_page_searcher
 
     version = context.partition_key
     docs = LexicalSearcher.open(store.tantivy_root() / version).doc_count()
+    page_searcher = open_page_searcher(store.tantivy_root() / version)
+    page_docs = page_searcher.doc_count() if page_searcher else -1
     chunks = _chunk_count(store, version)
-    return dg.AssetCheckResult(passed=docs == chunks, metadata={"chunks": chunks, "lexical_docs": docs})
+    pages = store.warehouse().rows("SELECT count(DISTINCT doc_id) FROM chunks WHERE index_version = ?", [version])[0][0]
+    return dg.AssetCheckResult(passed=docs == chunks and page_docs == pages, metadata={
+        "chunks": chunks, "lexical_docs": docs, "pages_with_chunks": pages, "page_index_docs": page_docs})

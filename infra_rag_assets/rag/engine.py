@@ -71,7 +71,7 @@ class QueryEngine:
             "SELECT * EXCLUDE (index_version) FROM chunks WHERE index_version = ?", [version]).iter_rows(named=True))
         self.embedder = shared_embedder(self.build_config.model_id)
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.build_config.model_id))
-        self._vector = self._lexical = None
+        self._vector = self._lexical = self._pages = None
         self._retrievers: dict[str, Retriever] = {}
         self._searchers("hybrid")  # open both now: a model mismatch is refused before any query
 
@@ -90,13 +90,21 @@ class QueryEngine:
             self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version)
         return self._vector, self._lexical
 
+    def _page_searcher(self, config: RetrievalConfig) -> Any:
+        """Opened once, and only for configs with a page term (older versions have none: None)."""
+        from .lexical_store import open_page_searcher
+
+        if config.uses_page_index and self._pages is None:
+            self._pages = open_page_searcher(self.home.tantivy_root() / self.version) or False
+        return self._pages or None
+
     def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
         config = named_config(config) if isinstance(config, str) else config
         key = config.config_hash()
         if key not in self._retrievers:
             vector, lexical = self._searchers(config.mode)
-            self._retrievers[key] = Retriever(catalog=self.catalog, config=config,
-                                              vector_searcher=vector, lexical_searcher=lexical)
+            self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
+                                              lexical_searcher=lexical, page_searcher=self._page_searcher(config))
         return self._retrievers[key]
 
     def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,

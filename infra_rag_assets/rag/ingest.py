@@ -17,6 +17,8 @@ from .config import PIPELINE_VERSION
 from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, ParsedDocument
 from .parse.dedup import content_hash, find_duplicates
 from .parse.dispatch import PARSERS, parse_page
+from .parse.markdown import clean_inline, decode_text, split_front_matter
+from .parse.section_index import section_listings
 from .sources import PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
 
 Progress = Callable[[int, int], None]
@@ -75,13 +77,15 @@ def parse_documents(pages: pl.DataFrame, blobs: BlobStore, reusable: dict[tuple[
     reusable = reusable or {}
     rows, reused = [], 0
     records = pages.to_dicts()
+    listings = section_listing_by_doc(records, blobs)
     for i, page in enumerate(records, 1):
         key = (page["bytes_hash"], parser_tag(page["kind"]))
-        if page["bytes_hash"] and key in reusable:
+        listing = listings.get(page["doc_id"], "")
+        if page["bytes_hash"] and key in reusable and not listing:  # a listing depends on other pages
             row = {**reusable[key], **_identity(page)}
             reused += 1
         else:
-            row = _parse_one(page, blobs)
+            row = _parse_one(page, blobs, listing)
         rows.append(row)
         if progress:
             progress(i, len(records))
@@ -100,13 +104,32 @@ def _identity(page: dict) -> dict:
     return {k: page[k] for k in keys} | {"source_hash": page["bytes_hash"]}
 
 
-def _parse_one(page: dict, blobs: BlobStore) -> dict:
+def section_listing_by_doc(records: list[dict], blobs: BlobStore) -> dict[str, str]:
+    """doc_id -> the child-page listing its published section index shows (Markdown sources)."""
+    by_source: dict[str, list[dict]] = {}
+    for page in records:
+        if page["kind"] == "markdown_tree" and page["fetch_status"] == "ok" and page["bytes_hash"]:
+            by_source.setdefault(page["source"], []).append(page)
+    out = {}
+    for pages in by_source.values():
+        doc_of = {p["rel_path"]: p["doc_id"] for p in pages}
+        metas = ((p["rel_path"], front_matter(blobs.get(p["bytes_hash"]))) for p in pages)
+        out.update({doc_of[path]: text for path, text in section_listings(metas, clean_inline).items()})
+    return out
+
+
+def front_matter(raw: bytes) -> dict:
+    return split_front_matter(decode_text(raw)[0])[0]
+
+
+def _parse_one(page: dict, blobs: BlobStore, listing: str = "") -> dict:
     started = time.perf_counter()
     if page["fetch_status"] != "ok":
         doc = ParsedDocument(text="", title="", status=page["fetch_status"] or STATUS_ERROR,
                              reason=f"not fetched: {page['fetch_reason']}")
     else:
-        doc = parse_page(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"])
+        doc = parse_page(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"],
+                         appendix=listing)
     return _document_row(page, doc, (time.perf_counter() - started) * 1000)
 
 

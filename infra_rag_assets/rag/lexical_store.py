@@ -41,6 +41,7 @@ DEFAULT_BOOSTS = {"title": 2.0, "section": 1.5, "body": 1.0, "ident": 1.0}
 # Untokenized fields: the chunk id to return, plus exact-match filter fields.
 KEYWORD_FIELDS = ("chunk_id", "doc_id", "project", "source", "page_kind", "section_path")
 KEYWORD_FILTERS = ("project", "source", "page_kind", "doc_id")
+PAGE_INDEX_SUFFIX = ".pages"
 _TEMP_DIR = re.compile(r"^\.(?:staging|old)-(?P<name>.+)-(?P<pid>\d+)-[0-9a-f]{32}$")
 
 
@@ -283,6 +284,33 @@ class LexicalSearcher:
                 yield q.term_set_query(schema, "pages", [int(v) for v in _as_list(value)])
             else:
                 raise ValueError(f"unknown lexical filter {key!r}")
+
+
+def page_index_dir(chunk_index_dir: Path) -> Path:
+    """The page-level index of a version sits beside its chunk index (same lock, same cleanup)."""
+    chunk_index_dir = Path(chunk_index_dir)
+    return chunk_index_dir.with_name(chunk_index_dir.name + PAGE_INDEX_SUFFIX)
+
+
+def open_page_searcher(chunk_index_dir: Path) -> LexicalSearcher | None:
+    """The version's page index, or None for versions built before page indexes existed."""
+    target = page_index_dir(chunk_index_dir)
+    return LexicalSearcher.open(target) if (target / MANIFEST_NAME).is_file() else None
+
+
+def page_docs(chunks: Iterable[dict]) -> list[LexicalDoc]:
+    """One document per page: its title and all its chunk texts in chunk order. ``chunk_id``
+    holds the page's doc_id, so a page search returns (doc_id, BM25) pairs."""
+    pages: dict[str, LexicalDoc] = {}
+    for row in sorted(chunks, key=lambda r: (r["doc_id"], r.get("ordinal") or 0, r["chunk_id"])):
+        doc = pages.get(row["doc_id"])
+        if doc is None:
+            pages[row["doc_id"]] = LexicalDoc(
+                chunk_id=row["doc_id"], doc_id=row["doc_id"], project=row["project"], source=row["source"],
+                page_kind=row["page_kind"], section_path="", title=row["title"], text=row["text"])
+        else:
+            doc.text += "\n" + row["text"]
+    return list(pages.values())
 
 
 def _merge_boosts(boosts: dict[str, float] | None) -> dict[str, float]:

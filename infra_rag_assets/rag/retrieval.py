@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from .lexical_store import DEFAULT_BOOSTS, LexicalSearcher
+from .lexical_store import DEFAULT_BOOSTS, LexicalSearcher, open_page_searcher
+from .page_fusion import add_page_terms, cap_per_page
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources  # noqa: F401 - re-export
 
 __all__ = [
@@ -53,12 +54,18 @@ class RetrievalConfig:
     rerank_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     rerank_depth: int = 20
     boosts: tuple[tuple[str, float], ...] = ()
+    page_weight: float = 0.0  # page-level BM25 term (see page_fusion); needs the page index
+    page_dense_weight: float = 0.0  # best dense cosine of the chunk's page among candidates
+    page_depth: int = 100  # pages asked of the page index
+    max_per_page: int = 0  # cap on chunks per page in the returned order (0 = none)
 
     def __post_init__(self) -> None:
         # Normalised so equal configs hash equally (boost order, 1 vs 1.0, "60" from a CLI flag).
         normal = {"alpha": float(self.alpha), "rrf_k": int(self.rrf_k), "depth": int(self.depth),
                   "rerank_depth": int(self.rerank_depth), "rerank": bool(self.rerank),
                   "floor": None if self.floor is None else float(self.floor),
+                  "page_weight": float(self.page_weight), "page_dense_weight": float(self.page_dense_weight),
+                  "page_depth": int(self.page_depth), "max_per_page": int(self.max_per_page),
                   "boosts": tuple(sorted((str(f), float(w)) for f, w in self.boosts))}
         for name, value in normal.items():
             object.__setattr__(self, name, value)
@@ -66,7 +73,10 @@ class RetrievalConfig:
             self.mode not in ("dense", "lexical", "hybrid") and f"mode {self.mode!r}",
             self.fusion not in ("rrf", "weighted") and f"fusion {self.fusion!r}",
             not 0.0 <= self.alpha <= 1.0 and f"alpha {self.alpha} outside [0, 1]",
-            min(self.rrf_k, self.depth, self.rerank_depth) < 1 and "rrf_k/depth/rerank_depth must be >= 1",
+            min(self.rrf_k, self.depth, self.rerank_depth, self.page_depth) < 1
+            and "rrf_k/depth/rerank_depth/page_depth must be >= 1",
+            min(self.page_weight, self.page_dense_weight, self.max_per_page) < 0
+            and "page_weight/page_dense_weight/max_per_page must be >= 0",
             any(f not in DEFAULT_BOOSTS for f, _ in self.boosts) and f"boost fields must be in {list(DEFAULT_BOOSTS)}",
         ]
         if any(problems):
@@ -87,10 +97,20 @@ class RetrievalConfig:
         values["boosts"] = tuple(boosts.items() if isinstance(boosts, Mapping) else map(tuple, boosts))
         return cls(**values)
 
+    @property
+    def uses_page_index(self) -> bool:
+        return self.page_weight > 0 and self.mode != "dense"
+
     def config_hash(self) -> str:
-        """sha256 (16 hex) of every knob except ``name``: renaming a config keeps its results."""
-        knobs = {k: v for k, v in self.to_dict().items() if k != "name"}
+        """sha256 (16 hex) of every knob except ``name``: renaming a config keeps its results.
+        Page knobs at their defaults are left out, so configs from before they existed keep
+        their hash (and their recorded eval results stay comparable)."""
+        knobs = {k: v for k, v in self.to_dict().items()
+                 if k != "name" and not (k in _PAGE_DEFAULTS and v == _PAGE_DEFAULTS[k])}
         return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 100, "max_per_page": 0}
 
 
 # Defaults measured on the eval sets (k8s-docs-rag-bench eval split, 557 covered questions, plus
@@ -114,6 +134,8 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
         RetrievalConfig(name="hybrid-rrf", fusion="rrf", floor=DEFAULT_FLOOR, boosts=TUNED_BOOSTS),
         RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
                         boosts=TUNED_BOOSTS),
+        RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
+                        boosts=TUNED_BOOSTS, page_weight=0.5, page_dense_weight=0.1, max_per_page=2),
         RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
                         boosts=TUNED_BOOSTS, rerank=True),
     )
@@ -221,13 +243,15 @@ class Retriever:
     """Runs one RetrievalConfig over opened searchers; models load once per instance."""
 
     def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
-                 lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None) -> None:
+                 lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None,
+                 page_searcher: Any = None) -> None:
         if config.mode in ("dense", "hybrid") and vector_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
         if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a lexical_searcher")
         self.catalog, self.config = catalog, config
         self.vector_searcher, self.lexical_searcher = vector_searcher, lexical_searcher
+        self.page_searcher = page_searcher  # None: the page term is skipped and the result degraded
         self._load_reranker = reranker_loader or load_cross_encoder
         self._reranker: Any = None
         self._reranker_error = ""  # a failed load is remembered, not retried per query
@@ -237,7 +261,7 @@ class Retriever:
             raise ValueError("question is empty")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        cfg, timings = self.config, dict.fromkeys(("embed", "dense", "lexical", "fuse", "rerank"), 0.0)
+        cfg, timings = self.config, dict.fromkeys(("embed", "dense", "lexical", "page", "fuse", "rerank"), 0.0)
         started = time.perf_counter()
         depth = max(cfg.depth, k, cfg.rerank_depth if cfg.rerank else 0)
         dense = self._dense(question, depth, filters, timings) if cfg.mode != "lexical" else []
@@ -249,10 +273,11 @@ class Retriever:
             result.abstained, result.abstain_reason = True, reason
         else:
             t0 = time.perf_counter()
-            fused = self._fuse(dense, lexical)
-            timings["fuse"] = _ms(t0)
+            fused = self._with_page_terms(question, self._fuse(dense, lexical), dense, result)
+            timings["fuse"] = _ms(t0) - timings["page"]
             result.hits = self._hits(fused, dense, lexical, result)
-            result.hits = self._rerank(question, result.hits, result)[:k]
+            hits = self._rerank(question, result.hits, result)
+            result.hits = cap_per_page(hits, lambda h: h.doc_id, cfg.max_per_page)[:k]
         timings["total"] = _ms(started)
         return result
 
@@ -287,6 +312,26 @@ class Retriever:
         if cfg.fusion == "rrf":
             return rrf_fuse([dense, lexical], cfg.rrf_k)
         return weighted_fuse(dense, lexical, cfg.alpha)
+
+    def _with_page_terms(self, question: str, fused: Ranking, dense: Ranking, result: RetrievalResult) -> Ranking:
+        cfg = self.config
+        if not (cfg.page_weight or cfg.page_dense_weight) or not fused:
+            return fused
+        page_lexical: Ranking = []
+        if cfg.uses_page_index:
+            if self.page_searcher is None:
+                _degrade(result, "no page index for this version; page term skipped")
+            else:
+                t0 = time.perf_counter()
+                # Unfiltered on purpose: it only re-weights candidates that already passed the filters.
+                page_lexical = self.page_searcher.search(question, cfg.page_depth, boosts=dict(cfg.boosts) or None)
+                result.timings_ms["page"] = _ms(t0)
+        return add_page_terms(fused, self._page_of, page_lexical=page_lexical, page_weight=cfg.page_weight,
+                              dense=dense, page_dense_weight=cfg.page_dense_weight)
+
+    def _page_of(self, chunk_id: str) -> str | None:
+        row = self.catalog.get(chunk_id)
+        return row.get("doc_id") if row else None
 
     def _hits(self, fused: Ranking, dense: Ranking, lexical: Ranking, result: RetrievalResult) -> list[Hit]:
         d_rank = {cid: (r, s) for r, (cid, s) in enumerate(dense, 1)}
@@ -376,5 +421,6 @@ def open_retriever(db_uri: str, tantivy_dir: Path, catalog: Mapping[str, dict], 
     version = version or Path(tantivy_dir).name
     vector = VectorSearcher.open(db_uri, version, embedder) if config.mode != "lexical" else None
     lexical = LexicalSearcher.open(Path(tantivy_dir)) if config.mode != "dense" else None
+    pages = open_page_searcher(Path(tantivy_dir)) if config.uses_page_index else None
     return Retriever(catalog=catalog, config=config, vector_searcher=vector,
-                     lexical_searcher=lexical, reranker_loader=reranker_loader)
+                     lexical_searcher=lexical, reranker_loader=reranker_loader, page_searcher=pages)

@@ -16,11 +16,12 @@ def parser_versions() -> dict[str, str]:
     return {kind: f"{name}@{version}" for kind, (name, version) in PARSERS.items()}
 
 
-def parse_page(kind: str, raw: bytes, *, path: str = "", url: str = "") -> ParsedDocument:
-    """Parse one page's bytes; never raises (a parser bug becomes an ``error`` record)."""
+def parse_page(kind: str, raw: bytes, *, path: str = "", url: str = "", appendix: str = "") -> ParsedDocument:
+    """Parse one page's bytes; never raises (a parser bug becomes an ``error`` record).
+    ``appendix``: Markdown the published page shows after the source body (a section listing)."""
     try:
         if kind == "markdown_tree":
-            doc = markdown.parse_markdown(raw, path=path)
+            doc = markdown.parse_markdown(raw, path=path, appendix=appendix)
         elif kind == "html_pages":
             doc = html.parse_html(raw, path=path, url=url)
         elif kind == "pdf_files":

@@ -85,10 +85,11 @@ _PATH_KINDS = (  # first match wins: the glossary lives under reference/
 )
 
 
-def parse_markdown(raw: bytes, *, path: str = "", max_bytes: int = 10_000_000) -> ParsedDocument:
-    """Parse one Markdown page. Never raises: failures come back as an ``error`` record."""
+def parse_markdown(raw: bytes, *, path: str = "", max_bytes: int = 10_000_000, appendix: str = "") -> ParsedDocument:
+    """Parse one Markdown page. Never raises: failures come back as an ``error`` record.
+    ``appendix`` is Markdown appended to the body before cleaning (see ``section_index``)."""
     try:
-        return _parse(raw, path, max_bytes)
+        return _parse(raw, path, max_bytes, appendix)
     except Exception as exc:  # noqa: BLE001 - one odd page must never stop an ingestion run
         return _doc("", "", STATUS_ERROR, f"markdown parser failed: {type(exc).__name__}: {exc}"[:300])
 
@@ -98,7 +99,7 @@ def _doc(text: str, title: str, status: str, reason: str = "", **extra: Any) -> 
                           parser=PARSER_NAME, parser_version=PARSER_VERSION, **extra)
 
 
-def _parse(raw: bytes, path: str, max_bytes: int) -> ParsedDocument:
+def _parse(raw: bytes, path: str, max_bytes: int, appendix: str = "") -> ParsedDocument:
     if len(raw) > max_bytes:
         return _doc("", "", STATUS_TOO_LARGE, f"{len(raw)} bytes exceeds the {max_bytes}-byte limit")
     if b"\x00" in raw:
@@ -109,7 +110,7 @@ def _parse(raw: bytes, path: str, max_bytes: int) -> ParsedDocument:
     meta, body, fm_problem = split_front_matter(source)
     if fm_problem:
         reasons.append(fm_problem)
-    body = clean_markdown(body)
+    body = clean_markdown(body.rstrip("\n") + appendix if appendix else body)
     description = clean_inline(str(meta.get("description") or ""))
     title = clean_inline(str(meta.get("title") or "")) or _first_h1(body) or title_from_path(path)
     text, anchors = strip_heading_anchors(ensure_title(body, title, description))
