@@ -44,7 +44,7 @@ from infra_rag_assets.rag.vector_store import table_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VERSION = "2026-11-29T2109-067db5"
-OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted")
+OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page")
 K = 10  # chunks asked of every system; metrics then collapse them to pages
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10", "latency_p50_ms", "latency_p95_ms")
 Search = Callable[[str], list[str]]  # question -> doc ids of the top-K chunks, best first

@@ -1,12 +1,14 @@
-"""Offline fusion sweep: cache each question's full dense scores and deep lexical list once,
-then score many fusion formulas in seconds (no re-querying per formula).
+"""Offline fusion sweep: query every searcher once per question, then score many fusion
+settings in seconds with the library's own fusion functions.
 
-Why: a formula change needs ~10 min through eval_run; here each costs ~1 s, so many can be
-compared before the winner is implemented in ``rag.retrieval`` and confirmed by a real
-eval_run. Eval split and our own set only (the held-out test split is never read).
+Why: one setting through eval_run costs minutes (every regime re-embeds every question); here
+the dense, lexical and page-index candidate lists are cached once (deeper than any setting
+uses) and each setting is replayed with ``weighted_fuse`` + ``add_page_terms`` +
+``cap_per_page`` — the code serving runs — so a winner found here is then confirmed by a real
+eval_run (README "Tuning log"). Eval split and our own set only; the held-out test split is
+never read.
 
-    INFRA_RAG_HOME=/tmp/rh python eval/sweep_fusion.py cache --version V --out /tmp/rh/sweep.npz
-    python eval/sweep_fusion.py sweep --cache /tmp/rh/sweep.npz
+    INFRA_RAG_HOME=/tmp/rh python eval/sweep_fusion.py --version V [--cache F] [--grid small|full]
 """
 
 from __future__ import annotations
@@ -15,69 +17,90 @@ import argparse
 import itertools
 import json
 import pickle
-import sys
 from pathlib import Path
 
-import lancedb
-import numpy as np
-
 from infra_rag_assets.rag.benchmarks import coverage, load_benchmark
-from infra_rag_assets.rag.bm25 import BM25
 from infra_rag_assets.rag.engine import QueryEngine
 from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.metrics import ndcg_at, rank_of_first_relevant
-from infra_rag_assets.rag.retrieval import TUNED_BOOSTS
-from infra_rag_assets.rag.vector_store import table_name
+from infra_rag_assets.rag.lexical_store import open_page_searcher
+from infra_rag_assets.rag.metrics import rank_of_first_relevant, reciprocal_rank
+from infra_rag_assets.rag.page_fusion import add_page_terms, cap_per_page
+from infra_rag_assets.rag.retrieval import TUNED_BOOSTS, weighted_fuse
 
 ROOT = Path(__file__).resolve().parents[1]
-LEX_DEPTH = 300
+DEPTH = 100  # cached per side; settings use <= this
+GRIDS = {
+    "small": {"alpha": [0.3], "page_weight": [0.0, 0.3, 0.5, 0.7], "page_dense_weight": [0.0, 0.1],
+              "max_per_page": [0, 2], "depth": [50]},
+    "full": {"alpha": [0.2, 0.3, 0.4], "page_weight": [0.0, 0.3, 0.5, 0.7, 1.0],
+             "page_dense_weight": [0.0, 0.1, 0.2, 0.3], "max_per_page": [0, 1, 2, 3], "depth": [30, 50, 100]},
+}
 
 
-def cache(home: DataHome, version: str, out: Path) -> None:
+def collect(home: DataHome, version: str) -> dict:
+    """Per question set: question, relevant pages and the three candidate lists."""
     engine = QueryEngine(home, version)
     vector, lexical = engine._searchers("hybrid")
-    table = lancedb.connect(home.vectors_uri()).open_table(table_name(version)).to_arrow()
-    ids = table["chunk_id"].to_pylist()
-    mat = np.stack(table["vector"].to_numpy(zero_copy_only=False)).astype(np.float32)
-    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-    rows = {c: engine.catalog[c] for c in ids}
-    doc_of = [rows[c]["doc_id"] for c in ids]
-    pages = sorted(set(doc_of))
-    page_text = {p: [] for p in pages}
-    for c in ids:
-        r = rows[c]
-        page_text[r["doc_id"]].append(r["text"])
-    page_titles = {rows[c]["doc_id"]: rows[c]["title"] for c in ids}
+    pages = open_page_searcher(home.tantivy_root() / version)
+    if pages is None:
+        raise SystemExit(f"version {version} has no page index: rebuild its lexical_index")
     docs = {d for (d,) in home.warehouse().rows("SELECT doc_id FROM documents WHERE index_version = ?", [version])}
-    sets = {}
     covered, _ = coverage(load_benchmark("k8s_bench_eval", ROOT).records, docs)
-    sets["k8s_eval"] = covered
-    sets["own"] = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]
+    sets = {"k8s_eval": covered,
+            "own_answerable": [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]}
     boosts = dict(TUNED_BOOSTS)
-    data = {"ids": ids, "doc_of": doc_of, "pages": pages, "page_text": page_text, "page_titles": page_titles,
-            "sets": {}}
+    out = {"version": version, "doc_of": {c: row["doc_id"] for c, row in engine.catalog.items()}, "sets": {}}
     for name, records in sets.items():
-        qv = engine.embedder.encode([r.question for r in records])
-        qv = np.asarray(qv, dtype=np.float32)
-        qv /= np.linalg.norm(qv, axis=1, keepdims=True)
-        dense = qv @ mat.T
-        lex = [lexical.search(r.question, LEX_DEPTH, boosts=boosts) for r in records]
-        data["sets"][name] = {"questions": [r.question for r in records],
-                              "relevant": [list(r.relevant) for r in records],
-                              "dense": dense.astype(np.float16), "lexical": lex}
-        print(name, len(records), file=sys.stderr)
-    out.write_bytes(pickle.dumps(data))
+        vectors = engine.embedder.encode([r.question for r in records])
+        out["sets"][name] = [{
+            "relevant": list(r.relevant),
+            "dense": vector.search(v, DEPTH),
+            "lexical": lexical.search(r.question, DEPTH, boosts=boosts),
+            "pages": pages.search(r.question, DEPTH, boosts=boosts),
+        } for r, v in zip(records, vectors)]
+    return out
+
+
+def score(data: dict, setting: dict) -> dict[str, dict]:
+    page_of = data["doc_of"].get
+    results = {}
+    for name, questions in data["sets"].items():
+        rr, hit5 = [], []
+        for q in questions:
+            depth = setting["depth"]
+            fused = weighted_fuse(q["dense"][:depth], q["lexical"][:depth], setting["alpha"])
+            fused = add_page_terms(fused, page_of, page_lexical=q["pages"], page_weight=setting["page_weight"],
+                                   dense=q["dense"][:depth], page_dense_weight=setting["page_dense_weight"])
+            ranked = cap_per_page([c for c, _ in fused], page_of, setting["max_per_page"])[:10]
+            rank = rank_of_first_relevant([page_of(c) for c in ranked], set(q["relevant"]))
+            rr.append(reciprocal_rank(rank, 10))
+            hit5.append(rank is not None and rank <= 5)
+        results[name] = {"mrr@10": round(sum(rr) / len(rr), 4), "hit@5": round(sum(hit5) / len(hit5), 4),
+                         "n": len(rr)}
+    return results
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("cache")
-    c.add_argument("--version", required=True)
-    c.add_argument("--out", type=Path, required=True)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--cache", type=Path, help="pickle of the candidate lists (written if missing)")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="small")
     args = ap.parse_args()
-    if args.cmd == "cache":
-        cache(DataHome.at(), args.version, args.out)
+    if args.cache and args.cache.exists():
+        data = pickle.loads(args.cache.read_bytes())
+    else:
+        data = collect(DataHome.at(), args.version)
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps(data))
+    grid = GRIDS[args.grid]
+    rows = []
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values))
+        rows.append({**setting, **{f"{s}.{m}": v for s, r in score(data, setting).items() for m, v in r.items()
+                                   if m != "n"}})
+    rows.sort(key=lambda r: -r["k8s_eval.mrr@10"])
+    for row in rows:
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ class EvalRunConfig(dg.Config):
     benchmarks: list[str] = ["k8s_bench_eval", "own_labelled"]
     regimes: list[str] = list(REGIMES)
     k: int = 10
-    serving_config: str = "hybrid-weighted"  # what the release would serve; gates judge regime "serving"
+    serving_config: str = "hybrid-page"  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
     # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
     # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.
@@ -47,7 +47,7 @@ class EvalRunConfig(dg.Config):
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
-    description="Scores dense, lexical, hybrid-RRF, hybrid-weighted and hybrid+rerank retrieval of this "
+    description="Scores dense, lexical, hybrid-RRF, hybrid-weighted, hybrid-page and hybrid+rerank retrieval of this "
     "index version on the k8s-docs-rag-bench eval split and our own labelled sets: per-question rows "
     "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
 )

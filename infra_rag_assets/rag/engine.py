@@ -17,7 +17,7 @@ from .home import DataHome
 from .packing import PackedContext, pack_passages
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever, catalog_from_rows
 
-DEFAULT_CONFIG = "hybrid-weighted"
+DEFAULT_CONFIG = "hybrid-page"
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
 
 
