@@ -40,10 +40,11 @@ from infra_rag_assets.rag.embedding import Embedder
 from infra_rag_assets.rag.engine import QueryEngine, resolve_version, single_thread_queries
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.metrics import ndcg_at, rank_of_first_relevant, summarize
+from infra_rag_assets.rag.page_fusion import cap_per_page
 from infra_rag_assets.rag.vector_store import table_name
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_VERSION = "2026-11-29T2109-067db5"
+DEFAULT_VERSION = ""  # the current release
 OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page")
 K = 10  # chunks asked of every system; metrics then collapse them to pages
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10", "latency_p50_ms", "latency_p95_ms")
@@ -137,13 +138,17 @@ def lance_fts(table) -> Search:
     return search
 
 
-def lance_hybrid(table, embedder: Embedder) -> Search:
-    """Native hybrid: vector + FTS legs of K each, fused by the default RRFReranker(K=60)."""
+def lance_hybrid(table, embedder: Embedder, *, cap: int = 0, depth: int = 50) -> Search:
+    """Native hybrid: vector + FTS legs of K each, fused by the default RRFReranker(K=60).
+    ``cap`` > 0: ask for ``depth`` hits and apply our per-page cap (``page_fusion.cap_per_page``)
+    before cutting to K, so the peer gets the same page diversity as ``ours-hybrid-page``."""
+    limit = depth if cap else K
+
     def search(question: str) -> list[str]:
         vector = embedder.encode([question])[0]
         # No select(): a projection without _distance/_score logs a Lance WARN per leg.
-        hits = table.search(query_type="hybrid").vector(vector).text(question).limit(K).to_arrow()
-        return hits["doc_id"].to_pylist()
+        hits = table.search(query_type="hybrid").vector(vector).text(question).limit(limit).to_arrow()
+        return cap_per_page(hits["doc_id"].to_pylist(), lambda doc: doc, cap)[:K]
     return search
 
 
@@ -238,14 +243,16 @@ def build_systems(engine: QueryEngine, home: DataHome, chunks: list[dict], tmp: 
     table, embedder = lance_copy(home, engine.version, chunks, tmp), Embedder(engine.build_config.model_id)
     systems = {f"ours-{c}": ours(engine, c) for c in OUR_CONFIGS}
     systems |= {"bm25s": bm25s_system(chunks, stemmer), "lancedb-fts": lance_fts(table),
-                "lancedb-hybrid": lance_hybrid(table, embedder), "lancedb-dense": lance_dense(table, embedder)}
+                "lancedb-hybrid": lance_hybrid(table, embedder), "lancedb-dense": lance_dense(table, embedder),
+                "lancedb-hybrid-cap2": lance_hybrid(table, embedder, cap=2)}
     lex = "title+section+text per chunk"
     notes = {"ours-*": "Tantivy (title/section/body/ident fields, Porter2 + identifier splitting, boosts) "
                        "+ LanceDB vectors of context line + text; named RetrievalConfig (dense/hybrid: floor 0.35)",
              "bm25s": f"{lex}; regex \\w\\w+ tokenizer, lowercase, English stop words; stemmer: {stem_note}",
              "lancedb-fts": f"{lex}; native FTS, simple tokenizer, lowercase, English stop words + stemming",
              "lancedb-hybrid": "native FTS above + copied vectors (L2 on unit vectors = cosine order), RRF k=60",
-             "lancedb-dense": "copied vectors, flat cosine search, no floor"}
+             "lancedb-dense": "copied vectors, flat cosine search, no floor",
+             "lancedb-hybrid-cap2": "lancedb-hybrid, 50 hits, then our cap of 2 chunks per page, first 10"}
     return systems, notes
 
 
@@ -278,7 +285,7 @@ def main() -> None:
     results = report["systems"]
     lance_p50 = results["lancedb-hybrid"]["all"]["latency_p50_ms"]
     report["latency_vs_lancedb_hybrid"] = {s: round(results[s]["all"]["latency_p50_ms"] / lance_p50, 2)
-                                           for s in ("ours-hybrid-rrf", "ours-hybrid-weighted")}
+                                           for s in ("ours-hybrid-rrf", "ours-hybrid-weighted", "ours-hybrid-page")}
     report["margins"] = {q: margins(results, q) for q in sets}
     report["env"]["load_avg_1m_end"] = round(os.getloadavg()[0], 1)  # latency is only as quiet as the box
     report["seconds_total"] = round(time.perf_counter() - started, 1)

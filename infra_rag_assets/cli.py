@@ -133,16 +133,17 @@ class _StageWatcher:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=console, transient=False) as progress:
             tasks = {s: progress.add_task(f"{s}: waiting", total=1) for s in self.stages}
-            seen, run_id = 0, None
-            while not self._stop.wait(0.5):
+            seen, run_id, stopping = 0, None, False
+            while not stopping:
+                stopping = self._stop.wait(0.5)  # after stop(), one last pass shows the final steps
                 if run_id is None:
                     runs = self.instance.get_runs(dg.RunsFilter(tags={"infra_rag/build_id": self.build_id}), limit=1)
                     run_id = runs[0].run_id if runs else None
-                    continue
-                logs = self.instance.all_logs(run_id)
-                for entry in logs[seen:]:
-                    self._apply(entry, progress, tasks)
-                seen = len(logs)
+                if run_id is not None:
+                    logs = self.instance.all_logs(run_id)
+                    for entry in logs[seen:]:
+                        self._apply(entry, progress, tasks)
+                    seen = len(logs)
 
     @staticmethod
     def _apply(entry, progress, tasks) -> None:
