@@ -28,6 +28,7 @@ def test_build_through_documents_then_versions(cli):
     assert result.exit_code == 0, result.output
     version = result.stdout.strip().splitlines()[-1]
     assert cli.warehouse.rows("SELECT count(*) FROM documents WHERE index_version = ?", [version])[0][0] == 12
+    assert "documents: done" in result.output  # the last stage's end is shown, not left "waiting"
     listed = cli("versions")
     assert listed.exit_code == 0 and version in listed.stdout
 
