@@ -217,7 +217,7 @@ def test_unloadable_reranker_degrades_and_keeps_fused_order(index):
         calls.append(name)
         return load_cross_encoder(name)  # not in the offline HF cache: raises
 
-    fused = _retriever(index, "hybrid-weighted").search(ROLLBACK, k=8)
+    fused = _retriever(index, "hybrid-page").search(ROLLBACK, k=8)  # what hybrid-rerank reranks
     reranking = _retriever(index, "hybrid-rerank", reranker_loader=loader)
     for _ in range(2):
         result = reranking.search(ROLLBACK, k=8)

@@ -114,7 +114,8 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
                         boosts=TUNED_BOOSTS),
         RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
                         boosts=TUNED_BOOSTS, page_weight=0.5, page_dense_weight=0.1, max_per_page=2),
+        # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
         RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
-                        boosts=TUNED_BOOSTS, rerank=True),
+                        boosts=TUNED_BOOSTS, page_weight=0.5, page_dense_weight=0.1, max_per_page=2, rerank=True),
     )
 }
