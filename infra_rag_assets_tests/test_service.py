@@ -54,6 +54,7 @@ def test_health_versions_release(client, built_index):
     assert health.status_code == 503  # index and model fine, but nothing released yet
     checks = health.json()["checks"]
     assert checks["index"]["ok"] and checks["model"]["ok"] and not checks["release"]["ok"]
+    assert checks["index"]["page_index"] is True and checks["index"]["detail"] == ""
     releases.record(home.warehouse(), built_index["version"], "release")
     assert http.get("/health").status_code == 200
     assert http.get("/release").json()["current"] == built_index["version"]
@@ -82,3 +83,18 @@ def test_model_mismatch_is_typed_not_500(client, built_index, tmp_path):
     assert reply.status_code == 503 and reply.json()["error_type"] == "model_unavailable"
     assert "built with" in reply.json()["error"]
     assert http.get("/health").json()["checks"]["model"]["ok"] is False
+
+
+def test_version_without_page_index_serves_degraded_and_health_says_why(client, built_index):
+    """A version built before page indexes existed: answers still come, marked degraded."""
+    import shutil
+
+    from infra_rag_assets.rag.lexical_store import page_index_dir
+
+    http, home = client
+    shutil.rmtree(page_index_dir(home.tantivy_root() / built_index["version"]))
+    index = http.get("/health").json()["checks"]["index"]
+    assert index["ok"] and index["page_index"] is False and "page term skipped" in index["detail"]
+    reply = http.post("/search", json={"question": "How do I roll back a Deployment?", "k": 3})
+    assert reply.status_code == 200 and len(reply.json()["hits"]) == 3
+    assert reply.json()["degraded"] is True
