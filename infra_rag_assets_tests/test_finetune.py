@@ -114,3 +114,47 @@ def _materialize(store: RagStore, run_config: dict) -> dict:
     meta = {k: v.value for k, v in event.metadata.items()}
     assert event.tags["dagster/data_version"] == meta["weights_hash"]
     return meta
+
+
+def test_dense_negatives_are_the_models_top_other_page_chunk(built_index, train_subset):
+    """negatives=dense: the negative is the other-page chunk the version's own vectors rank
+    first for the question (recomputed here from the stored vectors)."""
+    import numpy as np
+
+    from infra_rag_assets.rag.embedding import shared_embedder
+    from infra_rag_assets.rag.finetune import DenseMiner
+    from infra_rag_assets.rag.vector_store import read_vectors
+
+    store = RagStore(home=str(built_index["home"]))
+    chunks = _chunks(built_index["home"], built_index["version"])
+    stored = read_vectors(store.vectors_uri(), built_index["version"])
+    vectors = np.stack([stored[c["chunk_id"]] for c in chunks])
+    embedder = shared_embedder("all-MiniLM-L6-v2")
+    miner = DenseMiner(vectors=vectors, encode=embedder.encode)
+    pairs = load_train_pairs(train_subset, chunks, dense_miner=miner)
+    bm25_pairs = load_train_pairs(train_subset, chunks)
+    assert [ex.positive_chunk_id for ex in pairs] == [ex.positive_chunk_id for ex in bm25_pairs]
+    index = {c["chunk_id"]: i for i, c in enumerate(chunks)}
+    for ex in pairs:
+        scores = vectors @ embedder.encode([ex.question])[0]
+        other = [i for i, c in enumerate(chunks) if c["doc_id"] != ex.doc_id]
+        assert index[ex.negative_chunk_id] == max(other, key=lambda i: scores[i])
+    assert [ex.negative_chunk_id for ex in pairs] != [ex.negative_chunk_id for ex in bm25_pairs]
+
+
+def test_dense_negatives_change_the_model_address_but_bm25_keeps_old_ones():
+    from infra_rag_assets.defs.models import DomainModelConfig, model_key
+
+    lineage = {"train_data_hash": "t", "chunks_version": "c", "base_weights_hash": "b"}
+    bm25, dense = DomainModelConfig(train_split="x"), DomainModelConfig(train_split="x", negatives="dense")
+    assert "negatives" not in bm25.hyper_parameters()  # models trained before the option keep their key
+    assert model_key(lineage, bm25) != model_key(lineage, dense)
+
+
+def test_domain_model_with_dense_negatives_mines_from_the_versions_vectors(fresh_home, built_index, train_subset):
+    store = RagStore(home=str(fresh_home))
+    config = {"train_split": str(train_subset), "max_questions": 6, "batch_size": 6, "max_seq_length": 32,
+              "negatives": "dense"}
+    meta = _materialize(store, {"ops": {"domain_model": {"config": config}}})
+    assert meta["examples"] == 6 and meta["negatives"] == "dense"
+    assert meta["index_version"] == built_index["version"] and not meta["reused_existing"]

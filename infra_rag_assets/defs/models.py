@@ -17,6 +17,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 from pydantic import Field
@@ -51,10 +52,15 @@ class DomainModelConfig(dg.Config):
     lr: float = 2e-5
     seed: int = 0
     index_version: str = Field(default="", description="version whose chunks give the passages; empty = newest")
+    negatives: Literal["bm25", "dense"] = Field(
+        default="bm25", description="hard negative per question: the best other-page chunk by BM25, or by the "
+        "dense model that built index_version (its own mistakes; needs that version's vectors)")
 
     def hyper_parameters(self) -> dict:
-        return {"max_questions": self.max_questions, "epochs": self.epochs, "batch_size": self.batch_size,
-                "max_seq_length": self.max_seq_length, "lr": self.lr, "seed": self.seed}
+        params = {"max_questions": self.max_questions, "epochs": self.epochs, "batch_size": self.batch_size,
+                  "max_seq_length": self.max_seq_length, "lr": self.lr, "seed": self.seed}
+        # Only when not the default, so models trained before this option keep their content address.
+        return params if self.negatives == "bm25" else {**params, "negatives": self.negatives}
 
 
 @dg.asset(
@@ -82,12 +88,13 @@ def domain_model(context: dg.AssetExecutionContext, config: DomainModelConfig, s
     target = store.root / "models" / model_key(lineage, config)
     reused = target.exists()
     if not reused:
-        _train(context, config, frame, target, lineage)
+        _train(context, config, frame, target, lineage, store)
     record = json.loads((target / TRAINING_JSON).read_text())
     model_path = target / MODEL_SUBDIR
     if weights_hash(model_path) != record["trained_weights_hash"]:
         raise dg.Failure(f"{model_path} does not match its training.json weights hash: delete {target} and rerun")
-    return dg.MaterializeResult(metadata=_metadata(record, model_path, lineage, reused),
+    metadata = {**_metadata(record, model_path, lineage, reused), "negatives": config.negatives}  # in the key
+    return dg.MaterializeResult(metadata=metadata,
                                 data_version=dg.DataVersion(record["trained_weights_hash"]))
 
 
@@ -115,7 +122,8 @@ def _refuse_non_train(path: str) -> None:
         raise dg.Failure(f"train_split must be an existing train-split file, got {path!r}")
 
 
-def _train(context: dg.AssetExecutionContext, config: DomainModelConfig, frame, target: Path, lineage: dict) -> None:
+def _train(context: dg.AssetExecutionContext, config: DomainModelConfig, frame, target: Path, lineage: dict,
+           store: RagStore) -> None:
     """Mine pairs, then train into ``target`` (staged + renamed by ``train_bi_encoder``)."""
     from ..rag.finetune import load_train_pairs, train_bi_encoder
     from ..rag.lexical_store import cleanup_stale_staging
@@ -124,13 +132,33 @@ def _train(context: dg.AssetExecutionContext, config: DomainModelConfig, frame, 
     cleanup_stale_staging(target.parent)  # staging dirs of killed trainings
     started = time.perf_counter()
     rows = frame.select("chunk_id", "doc_id", "text", "context").iter_rows(named=True)
-    pairs = load_train_pairs(config.train_split, rows, max_questions=config.max_questions or None, seed=config.seed)
+    miner = _dense_miner(store, lineage["index_version"], frame) if config.negatives == "dense" else None
+    pairs = load_train_pairs(config.train_split, rows, max_questions=config.max_questions or None, seed=config.seed,
+                             dense_miner=miner)
     context.log.info(f"mined {len(pairs)} training triplets from {lineage['index_version']} "
                      f"({pairs.skipped} of {pairs.questions} questions have no page in it) "
                      f"in {time.perf_counter() - started:.1f}s")
     train_bi_encoder(config.base_model, pairs, target, epochs=config.epochs, batch_size=config.batch_size,
                      max_seq_length=config.max_seq_length, lr=config.lr, seed=config.seed,
-                     progress=_progress(context), extra={"lineage": lineage, "train_split": config.train_split})
+                     progress=_progress(context),
+                     extra={"lineage": lineage, "train_split": config.train_split, "negatives": config.negatives})
+
+
+def _dense_miner(store: RagStore, version: str, frame):
+    """The version's own vectors (row-aligned with ``frame``) and its model as question encoder."""
+    import numpy as np
+
+    from ..rag.embedding import shared_embedder
+    from ..rag.finetune import DenseMiner
+    from ..rag.vector_store import read_model_info, read_vectors
+
+    by_id = read_vectors(store.vectors_uri(), version)
+    missing = [c for c in frame["chunk_id"].to_list() if c not in by_id]
+    if missing:
+        raise dg.Failure(f"negatives=dense needs the vectors of {version}: {len(missing)} chunk(s) have none")
+    vectors = np.stack([by_id[c] for c in frame["chunk_id"].to_list()])
+    embedder = shared_embedder(read_model_info(store.vectors_uri(), version)["model_id"])
+    return DenseMiner(vectors=vectors, encode=lambda questions: embedder.encode(questions))
 
 
 def _progress(context: dg.AssetExecutionContext):

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .bm25 import BM25
 from .corpus_chunks import embed_input
 
@@ -83,12 +85,14 @@ def examples_hash(examples: Sequence[TrainExample]) -> str:
 
 
 def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[dict], *, max_questions: int | None = None,
-                     seed: int = 0) -> TrainPairs:
+                     seed: int = 0, dense_miner: DenseMiner | None = None) -> TrainPairs:
     """One (question, positive, hard negative) per train question whose page has chunks.
 
     Questions whose ``kubernetes:<source_page>`` has no chunk (page missing from this corpus
     snapshot) are skipped and counted. ``max_questions`` keeps a seeded random sample of the
-    usable questions (in file order), which bounds training time.
+    usable questions (in file order), which bounds training time. With ``dense_miner`` the
+    negative is the other-page chunk an existing dense model ranks highest (its own mistakes,
+    ANCE-style) instead of the BM25 one.
     """
     rows = [json.loads(line) for line in Path(train_jsonl).read_text().splitlines() if line.strip()]
     chunks = list(chunks)
@@ -100,7 +104,9 @@ def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[dict], *, max_que
     skipped = len(rows) - len(usable)
     usable = _sample(usable, max_questions, seed)
     bm25 = BM25(texts)
-    examples = [_example(r, bm25, by_doc[f"kubernetes:{r['source_page']}"], chunks, texts) for r in usable]
+    dense = dense_miner.scores([r["question"] for r in usable]) if dense_miner else None
+    examples = [_example(r, bm25, by_doc[f"kubernetes:{r['source_page']}"], chunks, texts,
+                         None if dense is None else dense[i]) for i, r in enumerate(usable)]
     return TrainPairs(examples, questions=len(rows), skipped=skipped, train_data_hash=file_sha256(train_jsonl))
 
 
@@ -112,17 +118,31 @@ def _sample(rows: list[dict], max_questions: int | None, seed: int) -> list[dict
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: list[dict], texts: list[str]) -> TrainExample:
+def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: list[dict], texts: list[str],
+             dense_scores: np.ndarray | None = None) -> TrainExample:
     """Positive: best page chunk for question + answer (the chunk that holds the answer).
-    Negative: best chunk of any other page for the question alone (what BM25 would wrongly rank)."""
+    Negative: best chunk of any other page for the question alone (what BM25 would wrongly
+    rank first, or with ``dense_scores`` what the dense model would)."""
     page_scores = bm25.scores(f"{row['question']}\n{row.get('answer', '')}")[page_rows]
     pos = page_rows[int(page_scores.argmax())]
-    scores = bm25.scores(row["question"])
-    scores[page_rows] = -1.0
+    scores = bm25.scores(row["question"]) if dense_scores is None else np.array(dense_scores, dtype=np.float32)
+    scores[page_rows] = -np.inf
     neg = int(scores.argmax())
     return TrainExample(question_id=row["id"], question=row["question"], doc_id=chunks[pos]["doc_id"],
                         positive=texts[pos], negative=texts[neg], positive_chunk_id=chunks[pos]["chunk_id"],
                         negative_chunk_id=chunks[neg]["chunk_id"])
+
+
+@dataclass(frozen=True)
+class DenseMiner:
+    """Chunk vectors (rows aligned with the chunks given to ``load_train_pairs``, L2-normalised)
+    and the encoder of the model that made them; cosine = dot product."""
+
+    vectors: np.ndarray
+    encode: Callable[[list[str]], np.ndarray]
+
+    def scores(self, questions: list[str]) -> np.ndarray:
+        return np.asarray(self.encode(questions), dtype=np.float32) @ self.vectors.T
 
 
 def no_duplicate_batches(examples: Sequence[TrainExample], batch_size: int, seed: int) -> list[list[TrainExample]]:

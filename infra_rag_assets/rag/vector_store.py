@@ -136,6 +136,13 @@ def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
     return info
 
 
+def read_vectors(db_uri: str, version: str) -> dict[str, np.ndarray]:
+    """chunk_id -> stored (L2-normalised) vector of every row of the version's table."""
+    table = _open(db_uri, version).to_arrow().select(["chunk_id", "vector"])
+    vectors = np.stack(table["vector"].to_numpy(zero_copy_only=False)).astype(np.float32)
+    return dict(zip(table["chunk_id"].to_pylist(), vectors))
+
+
 def count_rows(db_uri: str, version: str) -> int:
     return _open(db_uri, version).count_rows()
 
