@@ -40,7 +40,7 @@ from infra_rag_assets.rag.embedding import Embedder
 from infra_rag_assets.rag.engine import QueryEngine, resolve_version, single_thread_queries
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.metrics import ndcg_at, rank_of_first_relevant, summarize
-from infra_rag_assets.rag.page_fusion import cap_per_page
+from infra_rag_assets.rag.fusion import cap_per_page
 from infra_rag_assets.rag.vector_store import table_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +140,7 @@ def lance_fts(table) -> Search:
 
 def lance_hybrid(table, embedder: Embedder, *, cap: int = 0, depth: int = 50) -> Search:
     """Native hybrid: vector + FTS legs of K each, fused by the default RRFReranker(K=60).
-    ``cap`` > 0: ask for ``depth`` hits and apply our per-page cap (``page_fusion.cap_per_page``)
+    ``cap`` > 0: ask for ``depth`` hits and apply our per-page cap (``fusion.cap_per_page``)
     before cutting to K, so the peer gets the same page diversity as ``ours-hybrid-page``."""
     limit = depth if cap else K
 

@@ -19,15 +19,13 @@ import json
 import pickle
 from pathlib import Path
 
-from infra_rag_assets.rag.benchmarks import coverage, load_benchmark
-from infra_rag_assets.rag.engine import QueryEngine
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.lexical_store import open_page_searcher
-from infra_rag_assets.rag.metrics import rank_of_first_relevant, reciprocal_rank
-from infra_rag_assets.rag.page_fusion import add_page_terms, cap_per_page
-from infra_rag_assets.rag.retrieval import TUNED_BOOSTS, weighted_fuse
+from bench_peers import load_questions  # eval/ is on sys.path when run as a script
 
-ROOT = Path(__file__).resolve().parents[1]
+from infra_rag_assets.rag.engine import QueryEngine
+from infra_rag_assets.rag.fusion import add_page_terms, cap_per_page, weighted_fuse
+from infra_rag_assets.rag.home import DataHome
+from infra_rag_assets.rag.metrics import rank_of_first_relevant, reciprocal_rank
+
 DEPTH = 100  # cached per side; settings use <= this
 GRIDS = {
     "small": {"alpha": [0.3], "page_weight": [0.0, 0.3, 0.5, 0.7], "page_dense_weight": [0.0, 0.1],
@@ -38,25 +36,22 @@ GRIDS = {
 
 
 def collect(home: DataHome, version: str) -> dict:
-    """Per question set: question, relevant pages and the three candidate lists."""
+    """Per question set (the peers benchmark's sets): relevant pages and the three candidate
+    lists, from the same searchers and boosts serving's ``hybrid-page`` uses."""
     engine = QueryEngine(home, version)
-    vector, lexical = engine._searchers("hybrid")
-    pages = open_page_searcher(home.tantivy_root() / version)
-    if pages is None:
+    serving = engine.retriever("hybrid-page")
+    if serving.page_searcher is None:
         raise SystemExit(f"version {version} has no page index: rebuild its lexical_index")
-    docs = {d for (d,) in home.warehouse().rows("SELECT doc_id FROM documents WHERE index_version = ?", [version])}
-    covered, _ = coverage(load_benchmark("k8s_bench_eval", ROOT).records, docs)
-    sets = {"k8s_eval": covered,
-            "own_answerable": [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]}
-    boosts = dict(TUNED_BOOSTS)
+    boosts = dict(serving.config.boosts)
+    sets, _skipped = load_questions(home, version, None)
     out = {"version": version, "doc_of": {c: row["doc_id"] for c, row in engine.catalog.items()}, "sets": {}}
     for name, records in sets.items():
         vectors = engine.embedder.encode([r.question for r in records])
         out["sets"][name] = [{
             "relevant": list(r.relevant),
-            "dense": vector.search(v, DEPTH),
-            "lexical": lexical.search(r.question, DEPTH, boosts=boosts),
-            "pages": pages.search(r.question, DEPTH, boosts=boosts),
+            "dense": serving.vector_searcher.search(v, DEPTH),
+            "lexical": serving.lexical_searcher.search(r.question, DEPTH, boosts=boosts),
+            "pages": serving.page_searcher.search(r.question, DEPTH, boosts=boosts),
         } for r, v in zip(records, vectors)]
     return out
 

@@ -19,7 +19,7 @@ from .rag import releases
 from .rag.engine import (DEFAULT_CONFIG, QueryEngine, VersionNotFound, hit_record, named_config,
                          resolve_version, single_thread_queries)
 from .rag.home import DataHome
-from .rag.lexical_store import MANIFEST_NAME, page_index_dir
+from .rag.lexical_store import has_page_index
 from .rag.traces import append_traces, trace_row
 
 MAX_QUESTION_CHARS = 2000
@@ -145,7 +145,7 @@ def health_report(home: DataHome, engines: Engines | None = None) -> dict[str, A
     try:
         version = resolve_version(home)
         index_ok = (home.tantivy_root() / version).is_dir()
-        pages_ok = (page_index_dir(home.tantivy_root() / version) / MANIFEST_NAME).is_file()
+        pages_ok = has_page_index(home.tantivy_root() / version)
         detail = "" if pages_ok else "no page index (built before it existed): page term skipped, results degraded"
         checks["index"] = {"ok": index_ok, "version": version, "page_index": pages_ok,
                            "detail": detail if index_ok else "lexical index directory missing"}

@@ -57,20 +57,16 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     version, run_id = context.partition_key, context.run.run_id
     warehouse = store.warehouse()
     engine = QueryEngine(store.data_home(), version)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = {doc_id for (doc_id,) in warehouse.rows(
         "SELECT doc_id FROM documents WHERE index_version = ?", [version])}
-    runs: list[BenchmarkRun] = []
-    for name in config.benchmarks:
-        bench = load_benchmark(name, PROJECT_ROOT)
-        context.log.info(f"{bench.name}: {len(bench.records)} questions × {len(config.regimes)} regimes")
-        runs.append(run_benchmark(engine, bench, known, [*config.regimes, *experiment_configs(config)], config.k,
-                                  serving=(config.serving_config, config.serving_k),
-                                  progress=log_progress(context, f"{bench.name}: question-regime pairs", 500)))
-    torch.set_num_threads(threads)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
+    try:
+        runs = _run_benchmarks(context, config, engine, known)
+    finally:
+        torch.set_num_threads(threads)  # the process (e.g. an in-process build) goes on with its threads
     results, metrics = _frames(runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
     warehouse.replace_partition("eval_metrics", version, metrics)
@@ -92,6 +88,17 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
         data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
                                                 [r.benchmark_hash for r in runs], 16)),
     )
+
+
+def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, engine, known: set[str]) -> list[BenchmarkRun]:
+    runs = []
+    for name in config.benchmarks:
+        bench = load_benchmark(name, PROJECT_ROOT)
+        context.log.info(f"{bench.name}: {len(bench.records)} questions × {len(config.regimes)} regimes")
+        runs.append(run_benchmark(engine, bench, known, [*config.regimes, *experiment_configs(config)], config.k,
+                                  serving=(config.serving_config, config.serving_k),
+                                  progress=log_progress(context, f"{bench.name}: question-regime pairs", 500)))
+    return runs
 
 
 def experiment_configs(config: EvalRunConfig) -> list:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import tantivy
-from .processes import pid_alive
 
-from infra_rag_assets.rag.analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
+from .analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
+from .processes import pid_alive
 
 MANIFEST_NAME = "lexical_manifest.json"
 LOCK_NAME = ".lexical.lock"
@@ -292,25 +292,27 @@ def page_index_dir(chunk_index_dir: Path) -> Path:
     return chunk_index_dir.with_name(chunk_index_dir.name + PAGE_INDEX_SUFFIX)
 
 
+def has_page_index(chunk_index_dir: Path) -> bool:
+    """Whether the version was built with a page index (versions from before it have none)."""
+    return (page_index_dir(chunk_index_dir) / MANIFEST_NAME).is_file()
+
+
 def open_page_searcher(chunk_index_dir: Path) -> LexicalSearcher | None:
     """The version's page index, or None for versions built before page indexes existed."""
-    target = page_index_dir(chunk_index_dir)
-    return LexicalSearcher.open(target) if (target / MANIFEST_NAME).is_file() else None
+    return LexicalSearcher.open(page_index_dir(chunk_index_dir)) if has_page_index(chunk_index_dir) else None
 
 
 def page_docs(chunks: Iterable[dict]) -> list[LexicalDoc]:
     """One document per page: its title and all its chunk texts in chunk order. ``chunk_id``
     holds the page's doc_id, so a page search returns (doc_id, BM25) pairs."""
-    pages: dict[str, LexicalDoc] = {}
+    first: dict[str, dict] = {}
+    texts: dict[str, list[str]] = {}
     for row in sorted(chunks, key=lambda r: (r["doc_id"], r.get("ordinal") or 0, r["chunk_id"])):
-        doc = pages.get(row["doc_id"])
-        if doc is None:
-            pages[row["doc_id"]] = LexicalDoc(
-                chunk_id=row["doc_id"], doc_id=row["doc_id"], project=row["project"], source=row["source"],
-                page_kind=row["page_kind"], section_path="", title=row["title"], text=row["text"])
-        else:
-            doc.text += "\n" + row["text"]
-    return list(pages.values())
+        first.setdefault(row["doc_id"], row)
+        texts.setdefault(row["doc_id"], []).append(row["text"])
+    return [LexicalDoc(chunk_id=doc_id, doc_id=doc_id, project=row["project"], source=row["source"],
+                       page_kind=row["page_kind"], section_path="", title=row["title"], text="\n".join(texts[doc_id]))
+            for doc_id, row in first.items()]
 
 
 def _merge_boosts(boosts: dict[str, float] | None) -> dict[str, float]:

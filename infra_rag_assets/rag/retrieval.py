@@ -7,8 +7,8 @@ Why the pieces look the way they do:
 
 * Filters go to *both* searchers, which apply them before ranking, so a filtered query still
   gets ``k`` hits whenever ``k`` matching chunks exist (post-filtering a global top-k would not).
-* Fusion is either RRF (rank-only, immune to score scales) or weighted min-max (keeps score
-  gaps, tunable by ``alpha``). Both break ties by chunk_id so runs are reproducible.
+* Fusion (RRF or weighted min-max, plus optional page evidence and a per-page cap) is pure
+  math in ``fusion.py``; ties break by chunk_id so runs are reproducible.
 * The abstention floor looks at the dense cosine only: BM25 scores are unbounded and depend on
   corpus statistics, so they cannot carry an absolute "nothing here is relevant" threshold.
 * The reranker is optional and may be missing on an offline machine; then the fused order is
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse  # noqa: F401 - re-export
 from .lexical_store import LexicalSearcher, open_page_searcher
-from .page_fusion import add_page_terms, cap_per_page
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources  # noqa: F401 - re-export
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
@@ -39,45 +39,6 @@ __all__ = [
     "RetrievalResult", "Retriever", "Source", "catalog_from_rows", "load_cross_encoder", "minmax",
     "open_retriever", "pack_passages", "render_sources", "rrf_fuse", "weighted_fuse",
 ]
-
-Ranking = list[tuple[str, float]]
-
-
-# --- fusion (pure) --------------------------------------------------------------------------
-
-
-def _ordered(scores: Mapping[str, float]) -> Ranking:
-    """Best first; equal scores ordered by chunk_id so every run returns the same list."""
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-
-
-def rrf_fuse(rankings: Sequence[Sequence[tuple[str, float]]], k: int) -> Ranking:
-    """Reciprocal rank fusion: sum of ``1 / (k + rank)`` with 1-based ranks; scores ignored."""
-    fused: dict[str, float] = {}
-    for ranking in rankings:
-        seen: set[str] = set()
-        for rank, (cid, _score) in enumerate(ranking, 1):
-            if cid not in seen:  # a duplicate within one list must not vote twice
-                seen.add(cid)
-                fused[cid] = fused.get(cid, 0.0) + 1.0 / (k + rank)
-    return _ordered(fused)
-
-
-def minmax(scores: Sequence[tuple[str, float]] | Mapping[str, float]) -> dict[str, float]:
-    """Scale to [0, 1]; a list whose scores are all equal maps to 1.0 (all are its best)."""
-    items: dict[str, float] = {}
-    for cid, score in scores.items() if isinstance(scores, Mapping) else scores:
-        items.setdefault(cid, score)  # a repeated id keeps its first (best-ranked) score
-    if not items:
-        return {}
-    lo, hi = min(items.values()), max(items.values())
-    return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in items.items()}
-
-
-def weighted_fuse(dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]], alpha: float) -> Ranking:
-    """``alpha * dense + (1 - alpha) * lexical`` after per-list min-max; absent side counts 0."""
-    d, lex = minmax(dense), minmax(lexical)
-    return _ordered({cid: alpha * d.get(cid, 0.0) + (1 - alpha) * lex.get(cid, 0.0) for cid in {*d, *lex}})
 
 
 # --- results --------------------------------------------------------------------------------

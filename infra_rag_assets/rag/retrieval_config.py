@@ -29,7 +29,7 @@ class RetrievalConfig:
     rerank_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     rerank_depth: int = 20
     boosts: tuple[tuple[str, float], ...] = ()
-    page_weight: float = 0.0  # page-level BM25 term (see page_fusion); needs the page index
+    page_weight: float = 0.0  # page-level BM25 term (see fusion); needs the page index
     page_dense_weight: float = 0.0  # best dense cosine of the chunk's page among candidates
     page_depth: int = 100  # pages asked of the page index
     max_per_page: int = 0  # cap on chunks per page in the returned order (0 = none)
@@ -98,7 +98,7 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 #   Summing a page's chunk scores into each chunk did not help (base model, measured, not kept).
 # - hybrid-page (domain-adapted model): + 0.5 x page-index BM25 + 0.1 x page-best cosine, at most
 #   2 chunks per page: k8s 0.818 -> 0.828 MRR@10, hit@5 0.907 -> 0.916 on the same version;
-#   own set 0.866 -> 0.876 (rag/page_fusion.py, eval/sweep_fusion.py). The serving default.
+#   own set 0.866 -> 0.876 (rag/fusion.py, eval/sweep_fusion.py). The serving default.
 # - floor 0.35: no answerable eval question has a best dense cosine under it (1st percentile
 #   0.43), while clearly off-topic questions score 0.04-0.15. Near-miss questions in the domain
 #   overlap answerable ones completely (0.31-0.69), so the floor only catches the off-topic.
