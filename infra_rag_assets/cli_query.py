@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import click
 
 from .cli import UserError, console, friendly_errors, main, out, print_rows
 from .rag.engine import hit_record
-
-MAX_QUESTION_CHARS = 2000
+from .rag.questions import QuestionError, clean_question, read_batch
 
 
 def _engine(obj: dict, version: str | None):
@@ -35,23 +33,6 @@ def _config_name(mode: str, config: str | None) -> str:
     return name
 
 
-def _read_questions(path: str) -> list[dict]:
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
-    questions = []
-    with stream:
-        for n, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise UserError(f"{path}:{n}: not a JSON object") from None
-            if not isinstance(record, dict) or not str(record.get("question", "")).strip() or "id" not in record:
-                raise UserError(f"{path}:{n}: expected {{\"id\", \"question\"}}")
-            questions.append(record)
-    return questions
-
-
 @main.command()
 @click.argument("question", required=False)
 @click.option("--batch", "batch", type=str, default=None, help="JSONL of {\"id\",\"question\"} ('-' = stdin)")
@@ -66,31 +47,39 @@ def _read_questions(path: str) -> list[dict]:
 @friendly_errors
 def search(obj, question, batch, k, version, mode, config, project, as_json, output) -> None:
     """Retrieve passages for QUESTION, or for every line of --batch (one JSON line out per question)."""
-    from .rag.traces import append_traces, trace_row
+    from .rag.traces import process_sink, trace_row
 
-    if bool(question) == bool(batch):
+    if (question is not None) == bool(batch):
         raise UserError("give either a QUESTION or --batch FILE")
     name = _config_name(mode, config)
-    items = _read_questions(batch) if batch else [{"id": "q", "question": question}]
+    items = _questions(question, batch)  # validated whole before the model loads
     engine = _engine(obj, version)
+    sink = process_sink(obj["store"].data_home().traces_dir())
     filters = {"project": project} if project else None
-    traces, records = [], []
-    with click.open_file(output, "w") as sink, _progress(len(items), bool(batch)) as advance:
+    records = []
+    with click.open_file(output, "w") as stream, _progress(len(items), bool(batch)) as advance:
         for item in items:
             started = time.perf_counter()
-            result = engine.search(str(item["question"])[:MAX_QUESTION_CHARS], config=name, k=k, filters=filters)
+            result = engine.search(item["question"], config=name, k=k, filters=filters)
             record = {"id": item["id"], "hits": [hit_record(h) for h in result.hits], "abstained": result.abstained,
                       "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
-            traces.append(trace_row(origin="cli-batch" if batch else "cli", version=engine.version,
-                                    config_name=name, result=result))
+            sink.submit(trace_row(origin="cli-batch" if batch else "cli", version=engine.version,
+                                  config_name=name, result=result))
             if batch or as_json:
-                sink.write(json.dumps(record) + "\n")
+                stream.write(json.dumps(record) + "\n")
             else:
                 records.append((record, result))
             advance()
-    append_traces(obj["store"].warehouse(), traces)
+    sink.flush()
     for record, result in records:
         _show_hits(engine.version, name, record, result)
+
+
+def _questions(question: str | None, batch: str | None) -> list[dict]:
+    try:
+        return read_batch(batch) if batch else [{"id": "q", "question": clean_question(question)}]
+    except QuestionError as exc:
+        raise UserError(str(exc)) from None
 
 
 class _progress:
@@ -134,15 +123,16 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @friendly_errors
 def answer(obj, question, version, config, k, offline, as_json) -> None:
     """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
-    from .rag.traces import append_traces, trace_row
+    from .rag.traces import process_sink, trace_row
 
-    if len(question) > MAX_QUESTION_CHARS:
-        raise UserError(f"question longer than {MAX_QUESTION_CHARS} characters")
+    question = _questions(question, None)[0]["question"]
     name = _config_name("hybrid", config)
     engine = _engine(obj, version)
     outcome = engine.answer(question, config=name, k=k, use_claude=False if offline else None)
-    append_traces(obj["store"].warehouse(), [trace_row(origin="cli", version=engine.version, config_name=name,
-                                                       result=outcome.result, answer=outcome.answer)])
+    sink = process_sink(obj["store"].data_home().traces_dir())
+    sink.submit(trace_row(origin="cli", version=engine.version, config_name=name,
+                          result=outcome.result, answer=outcome.answer))
+    sink.flush()
     reply = outcome.answer
     if as_json:
         click.echo(json.dumps({"version": engine.version, **reply.to_dict(),
@@ -160,22 +150,41 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
 @click.pass_obj
 @friendly_errors
 def traces(obj, last) -> None:
-    """Show the last N question traces (CLI, service, batch)."""
+    """Show the last N question traces (CLI, service, batch, canary), read from the trace segments."""
     from .rag.traces import last_traces
 
-    frame = last_traces(obj["store"].warehouse(), last)
+    frame = last_traces(obj["store"].data_home().traces_dir(), last)
     print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="worker processes (each loads the model and opens the release once)")
+@click.option("--max-inflight", default=32, show_default=True, type=click.IntRange(1, 10_000),
+              help="per worker: queries past this many at once get 503 + Retry-After")
+@click.option("--release-poll", default=2.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="seconds between checks of the release pointer (SIGHUP checks at once)")
 @click.pass_obj
 @friendly_errors
-def serve(obj, host, port) -> None:
+def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
     """Serve POST /search, POST /answer, GET /health, /versions, /release over HTTP."""
+    import os
+
     import uvicorn
 
-    from .service import create_app
+    from .rag.engine import VersionNotFound, resolve_version
 
-    uvicorn.run(create_app(obj["store"].data_home()), host=host, port=port, log_level="info")
+    home = obj["store"].data_home()
+    try:
+        version = resolve_version(home)
+    except VersionNotFound as exc:
+        raise UserError(str(exc)) from None
+    os.environ.update({"INFRA_RAG_HOME": str(home.root), "INFRA_RAG_MAX_INFLIGHT": str(max_inflight),
+                       "INFRA_RAG_RELEASE_POLL_S": str(release_poll)})
+    if home.lancedb_uri:
+        os.environ["INFRA_RAG_LANCEDB_URI"] = home.lancedb_uri
+    console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s))")
+    uvicorn.run("infra_rag_assets.service:app_from_env", factory=True, host=host, port=port, workers=workers,
+                log_level="info", timeout_graceful_shutdown=10)

@@ -2,12 +2,13 @@
 
 import dagster as dg
 
-from .defs import automation, chunks, documents, evaluation, indexes, models, operations, release, sources
+from .defs import (automation, chunks, documents, evaluation, indexes, models, operations, release, sources,
+                   traces)
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 defs = dg.Definitions(
     assets=[sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-            evaluation.eval_run, release.release, models.domain_model],
+            evaluation.eval_run, release.release, models.domain_model, traces.served_traces],
     asset_checks=[
         documents.documents_spans_are_exact, documents.documents_failure_rate,
         chunks.chunks_are_exact_slices, chunks.chunks_within_size,

@@ -1,6 +1,8 @@
-"""Operator health: the service's checks plus freshness, model files and recent trace errors.
+"""Operator health: can a version serve (index, release, model), plus freshness, model files
+and recent trace errors.
 
-``service.health_report`` answers "can this process serve?" (index, release, model). An
+Like the service, it reads only serving files (release pointer, snapshot manifests, indexes,
+trace segments), never the build warehouse, so it answers while a build runs. An
 operator also needs to know whether what serves is *stale* (the release, or the newest build,
 is older than the max age: the sources sensor or the release gate has silently stopped) and
 whether recent questions are failing. Each check is ok or not with a one-line detail, and a
@@ -24,10 +26,8 @@ DEFAULT_MAX_TRACE_ERRORS = 5
 def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
                 max_trace_errors: int = DEFAULT_MAX_TRACE_ERRORS) -> dict[str, Any]:
     """``{"ok": bool, "checks": {name: {"ok": bool, "detail": str, ...}}}`` for every check."""
-    from .service import health_report
-
     try:
-        checks = dict(health_report(home)["checks"])
+        checks = serving_checks(home)
     except Exception as exc:  # noqa: BLE001 - e.g. the warehouse is locked or unreadable
         checks = {"index": _failed(exc), "release": _failed(exc), "model": _failed(exc)}
     if checks.get("model", {}).get("ok"):
@@ -41,6 +41,34 @@ def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
     for check in checks.values():
         check.setdefault("detail", "")
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
+    """Index, release and model, each ok or not with a one-line reason (what /health says)."""
+    from .rag.engine import QueryEngine, VersionNotFound, resolve_version
+    from .rag.lexical_store import has_page_index
+
+    current = releases.read_pointer(home.release_pointer()).get("current")
+    checks: dict[str, dict[str, Any]] = {"release": {
+        "ok": current is not None, "current": current,
+        "detail": "" if current else "no release yet (serving the latest built version)"}}
+    try:
+        version = resolve_version(home)
+    except VersionNotFound as exc:
+        checks["index"] = {"ok": False, "detail": str(exc)}
+        checks["model"] = {"ok": False, "detail": "no index to check the model against"}
+        return checks
+    pages_ok = has_page_index(home.tantivy_root() / version)
+    checks["index"] = {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages_ok,
+                       "detail": "" if pages_ok else "no page index (built before it existed): page term "
+                       "skipped, results degraded"}
+    try:
+        engine = QueryEngine(home, version)  # opens searchers: refuses a mismatched model
+        checks["model"] = {"ok": True, "model_id": engine.build_config.model_id,
+                           "weights_hash": engine.embedder.weights_hash[:16]}
+    except Exception as exc:  # noqa: BLE001 - health reports, never raises
+        checks["model"] = _failed(exc)
+    return checks
 
 
 def _failed(exc: Exception) -> dict[str, Any]:
@@ -58,24 +86,24 @@ def _model_files(model_id: str) -> dict[str, Any]:
 
 def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
     """Age of the current release's release event and of the newest built index version."""
-    warehouse = home.warehouse()
-    events = releases.history(warehouse)
+    from .rag.serving_snapshot import list_manifests
+
+    events = releases.read_pointer(home.release_pointer()).get("history", [])
     problems, release_age, index_age = [], None, None
+    now = datetime.now(timezone.utc)
     if events:
-        current = events[-1].index_version
+        current = events[-1]["index_version"]
         # The promotion of what serves now; a rollback re-serves an older promotion, so its
         # age is that promotion's age, not the rollback's.
-        promoted = [e for e in events if e.action == "release" and e.index_version == current] or events[-1:]
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
-        release_age = (now - promoted[-1].occurred_at).total_seconds() / 86400
+        promoted = [e for e in events if e["action"] == "release" and e["index_version"] == current] or events[-1:]
+        occurred = datetime.fromisoformat(promoted[-1]["occurred_at"]).replace(tzinfo=timezone.utc)
+        release_age = (now - occurred).total_seconds() / 86400
         if release_age > max_age_days:
             problems.append(f"release {current} is {release_age:.1f} days old")
     else:
         problems.append("no release yet")
-    newest = warehouse.rows(
-        "SELECT v.index_version, epoch(CAST(now() AS TIMESTAMP)) - epoch(v.created_at) FROM index_versions v "
-        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.index_version = v.index_version) "
-        "ORDER BY v.created_at DESC LIMIT 1")
+    built = list_manifests(home.serving_root())
+    newest = [(built[-1].version, (now - built[-1].created).total_seconds())] if built else []
     if newest:
         index_age = newest[0][1] / 86400
         if index_age > max_age_days:
@@ -91,9 +119,10 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
     """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
-    total, errors = home.warehouse().rows(
-        "SELECT count(*), count(*) FILTER (WHERE outcome = 'error') FROM "
-        f"(SELECT outcome FROM traces ORDER BY occurred_at DESC LIMIT {TRACE_WINDOW})")[0]
+    from .rag.traces import read_traces
+
+    recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
+    total, errors = recent.height, int((recent["outcome"] == "error").sum())
     return {"ok": errors <= max_errors, "traces": total, "errors": errors, "max_errors": max_errors,
             "detail": f"{errors} errors in the last {total} traces (max {max_errors})"}
 

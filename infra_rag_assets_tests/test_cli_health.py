@@ -15,7 +15,7 @@ from infra_rag_assets.rag.canary import load_canaries, run_canaries
 from infra_rag_assets.rag.engine import DEFAULT_CONFIG, QueryEngine, named_config
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.retrieval import RetrievalConfig
-from infra_rag_assets.rag.traces import append_traces, error_row
+from infra_rag_assets.rag.traces import TraceSink, error_row, read_traces
 
 FIXTURE_CANARIES = """
 canaries:
@@ -74,8 +74,11 @@ def test_health_fails_without_release_then_passes(cli):
 def test_health_flags_stale_release_and_trace_errors(cli):
     version = _release(cli.home)
     cli.home.warehouse().execute("UPDATE releases SET occurred_at = occurred_at - INTERVAL 20 DAY")
-    append_traces(cli.home.warehouse(), [error_row(origin="service", version=version, config_name="x",
-                                                   question="q", error="boom") for _ in range(6)])
+    releases.publish_pointer(cli.home.warehouse())  # health reads the published pointer
+    sink = TraceSink(cli.home.traces_dir())
+    for _ in range(6):
+        sink.submit(error_row(origin="service", version=version, config_name="x", question="q", error="boom"))
+    sink.close()
     stale = cli("health", "--json")
     assert stale.exit_code == 1
     checks = json.loads(stale.stdout)["checks"]
@@ -98,8 +101,8 @@ def test_canary_passes_on_release_and_records_canary_traces(cli):
         "maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "pass"}
     assert by_id["sourdough"]["outcome"] == "abstained" and "< floor" in by_id["sourdough"]["detail"]
     assert all(by_id[i]["rank"] <= 5 for i in ("maxsurge", "basic-auth", "argo-concepts"))
-    outcomes = cli.home.warehouse().rows("SELECT outcome FROM traces WHERE origin = 'canary' ORDER BY occurred_at")
-    assert [o for (o,) in outcomes] == ["retrieved", "retrieved", "retrieved", "abstained"]
+    traces = read_traces(cli.home.traces_dir(), where="origin = 'canary'")
+    assert sorted(traces["outcome"]) == ["abstained", "retrieved", "retrieved", "retrieved"]
 
 
 def test_abstention_canary_is_skipped_without_a_floor(cli):
@@ -124,7 +127,7 @@ def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["canary", "--version", "no-such-version"], "index version 'no-such-version' has no chunks"),
+    (["canary", "--version", "no-such-version"], "index version 'no-such-version' is not servable"),
     (["canary", "--file", "/nonexistent/canary.yaml"], "canary file not found"),
 ])
 def test_canary_bad_input_is_one_line(cli, args, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -59,7 +60,10 @@ def test_offline_answer_cites_passages(run):
 @pytest.mark.parametrize("args, message", [
     (["search"], "give either a QUESTION or --batch FILE"),
     (["search", "x", "--config", "nope"], "unknown retrieval config 'nope'"),
-    (["search", "x", "--version", "missing"], "has no chunks"),
+    (["search", "x", "--version", "missing"], "index version 'missing' is not servable"),
+    (["search", "   "], "question is blank"),
+    (["search", "x" * 2001], "question is 2001 characters; the limit is 2000"),
+    (["answer", "y" * 2001], "question is 2001 characters; the limit is 2000"),
 ])
 def test_bad_input_is_one_line(run, args, message):
     result = run(*args)
@@ -71,3 +75,33 @@ def test_bad_batch_line(run, tmp_path):
     bad.write_text('{"id": "a", "question": "ok"}\nnot json\n')
     result = run("search", "--batch", str(bad))
     assert result.exit_code == 2 and "bad.jsonl:2: not a JSON object" in result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": "a", "question": "ok"}\n{"id": "a", "question": "again"}\n', "bad.jsonl:2: duplicate id 'a' (first on line 1)"),
+    (b'{"id": null, "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got null"),
+    (b'{"id": [1], "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got a list"),
+    (b'{"id": "a", "question": null}\n', "bad.jsonl:1: question must be a string, got null"),
+    (b'{"id": "a", "question": "  "}\n', "bad.jsonl:1: question is blank"),
+    (b'{"id": "a", "question": "\\ud800"}\n', "bad.jsonl:1: question is not valid Unicode"),
+    (b'{"id": "a", "question": "' + b"x" * 2001 + b'"}\n', "bad.jsonl:1: question is 2001 characters"),
+    (b'\xff\xfe{"id": 1}\n', "bad.jsonl:1: not UTF-8"),
+    (b"\n\n", "bad.jsonl: no questions"),
+])
+def test_bad_batch_files_fail_before_the_model_loads(run, tmp_path, content, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    started = time.perf_counter()
+    result = run("search", "--batch", str(bad))
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert time.perf_counter() - started < 5  # the model load alone takes longer
+
+
+def test_batch_on_a_directory_and_a_bom_file(run, tmp_path):
+    directory = run("search", "--batch", str(tmp_path))
+    assert directory.exit_code == 2 and "is a directory" in directory.output
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"id": 7, "question": "What is a Pod?"}\n')
+    result = run("search", "--batch", str(bom), "--k", "2")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["id"] == 7

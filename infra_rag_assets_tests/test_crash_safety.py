@@ -144,6 +144,7 @@ def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(s
     # With no release at all, the fallback ("newest fully indexed") must skip the killed version.
     unreleased = DataHome.at(shutil.copytree(home.root, tmp_path / "unreleased"))
     unreleased.warehouse().execute("DELETE FROM releases")
+    releases.publish_pointer(unreleased.warehouse())
     assert resolve_version(unreleased) == site["released"]
 
     code, out, err = _finish(_start_build(env))

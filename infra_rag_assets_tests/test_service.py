@@ -1,20 +1,25 @@
-"""The HTTP service through FastAPI's TestClient on a real built fixture index."""
+"""The HTTP service in-process (FastAPI TestClient, lifespan on) over a real built fixture index:
+strict inputs with exact status codes, error bodies, OpenAPI, health/versions/release, traces."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from fastapi.testclient import TestClient
 
 from infra_rag_assets.rag import releases
 from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.service import create_app
+from infra_rag_assets.rag.traces import read_traces
+from infra_rag_assets.service import ServiceSettings, create_app
 
 
 @pytest.fixture
 def client(fresh_home, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = DataHome.at(fresh_home)
-    return TestClient(create_app(home)), home
+    with TestClient(create_app(home, ServiceSettings(poll_s=0.2))) as http:
+        yield http, home
 
 
 def test_search_answer_and_traces(client):
@@ -24,28 +29,94 @@ def test_search_answer_and_traces(client):
     body = reply.json()
     assert len(body["hits"]) == 4 and body["hits"][0]["doc_id"].startswith("kubernetes:")
     filtered = http.post("/search", json={"question": "What is the target state of an application?", "k": 3,
-                                          "project": "argocd"}).json()
+                                          "project": "argocd", "mode": "lexical"}).json()
     assert filtered["hits"] and {h["project"] for h in filtered["hits"]} == {"argocd"}
+    assert filtered["config"] == "lexical"
     answer = http.post("/answer", json={"question": "What does maxSurge control in a Deployment?", "offline": True})
     assert answer.status_code == 200 and answer.json()["method"] == "extractive" and answer.json()["citations"]
-    assert home.warehouse().rows("SELECT count(*) FROM traces WHERE origin = 'service'")[0][0] == 3
+    http.app.state.serving.sink.flush()
+    traces = read_traces(home.traces_dir())
+    assert set(traces["trace_id"]) == {body["trace_id"], filtered["trace_id"], answer.json()["trace_id"]}
+    assert set(traces["origin"]) == {"service"}
 
 
-@pytest.mark.parametrize("payload", [
-    {"question": ""}, {"question": "x" * 2001}, {"question": "ok", "k": 0}, {"question": "ok", "k": 51},
-    {"question": "ok", "project": "nomad"},
-])
-def test_input_limits_are_4xx(client, payload):
+# (payload or raw body, status, error type, field) — the contract for bad input.
+BAD_INPUTS = [
+    ({"question": ""}, 422, "invalid_request", "question"),
+    ({"question": "   \n\t "}, 422, "invalid_request", "question"),
+    ({"question": "x" * 2001}, 422, "invalid_request", "question"),
+    ({"question": "\ud800"}, 422, "invalid_request", "question"),
+    ({"question": "a\x00b"}, 422, "invalid_request", "question"),
+    ({"question": 42}, 422, "invalid_request", "question"),
+    ({"question": None}, 422, "invalid_request", "question"),
+    ({}, 422, "invalid_request", "question"),
+    ({"question": "ok", "k": 0}, 422, "invalid_request", "k"),
+    ({"question": "ok", "k": 51}, 422, "invalid_request", "k"),
+    ({"question": "ok", "k": "5"}, 422, "invalid_request", "k"),
+    ({"question": "ok", "k": True}, 422, "invalid_request", "k"),
+    ({"question": "ok", "k": 5.0}, 422, "invalid_request", "k"),
+    ({"question": "ok", "mode": "bogus"}, 422, "invalid_request", "mode"),
+    ({"question": "ok", "config": "nope"}, 422, "invalid_request", "config"),
+    ({"question": "ok", "project": "nomad"}, 422, "invalid_request", "project"),
+    ({"question": "ok", "version": "../../etc"}, 422, "invalid_request", "version"),
+    ({"question": "ok", "extra": 1}, 422, "invalid_request", "extra"),
+    ({"question": "ok", "offline": 0}, 422, "invalid_request", "offline"),
+    (["question", "ok"], 422, "invalid_request", None),
+    (b'{"question": "ok"', 400, "invalid_json", None),
+    (b'{"question": "\xff\xfe"}', 400, "invalid_json", None),
+    (b"x" * (64 * 1024 + 1), 413, "body_too_large", None),
+]
+
+
+@pytest.mark.parametrize("payload, status, error_type, field", BAD_INPUTS)
+def test_bad_inputs_get_exact_status_and_a_safe_error_body(client, payload, status, error_type, field):
     http, _ = client
-    assert http.post("/search", json=payload).status_code == 422
+    path = "/answer" if isinstance(payload, dict) and "offline" in payload else "/search"
+    if isinstance(payload, bytes):
+        reply = http.post(path, content=payload, headers={"content-type": "application/json"})
+    else:
+        reply = http.post(path, content=json.dumps(payload), headers={"content-type": "application/json"})
+    assert reply.status_code == status, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == error_type and len(error["trace_id"]) == 32 and error["message"]
+    if field:
+        assert error["field"] == field and error["message"].startswith(field)
+    assert "Traceback" not in reply.text and "/" not in error["message"].replace(" / ", "")
+    # the connection and the service stay usable after every bad request
+    assert http.post("/search", json={"question": "What is a Pod?", "k": 1}).status_code == 200
 
 
-def test_unknown_version_and_config_are_typed_errors(client):
-    http, _ = client
+def test_unknown_version_is_404_and_traced(client):
+    http, home = client
     missing = http.post("/search", json={"question": "ok", "version": "nope"})
-    assert missing.status_code == 404 and missing.json()["error_type"] == "version_not_found"
-    bad = http.post("/search", json={"question": "ok", "config": "nope"})
-    assert bad.status_code == 422 and bad.json()["error_type"] == "bad_config"
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "version_not_found"
+    http.app.state.serving.sink.flush()
+    traced = read_traces(home.traces_dir())
+    assert traced.filter(traced["trace_id"] == missing.json()["error"]["trace_id"])["outcome"].to_list() == ["error"]
+
+
+def test_unexpected_errors_are_500_logged_with_traceback(client, caplog, monkeypatch):
+    http, _ = client
+    engine = http.app.state.serving.current
+
+    def broken(*_, **__):
+        raise RuntimeError("secret internal path /var/lib/x")
+
+    monkeypatch.setattr(engine, "search", broken)
+    with caplog.at_level("ERROR", logger="infra_rag_assets.service"):
+        reply = http.post("/search", json={"question": "What is a Pod?"})
+    assert reply.status_code == 500 and reply.json()["error"]["type"] == "internal"
+    assert "secret" not in reply.text
+    assert any(r.exc_info and "secret internal path" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_openapi_lists_response_models(client):
+    http, _ = client
+    schema = http.get("/openapi.json").json()
+    search = schema["paths"]["/search"]["post"]["responses"]
+    assert search["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/SearchResponse")
+    assert search["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    assert "AnswerResponse" in schema["components"]["schemas"]
 
 
 def test_health_versions_release(client, built_index):
@@ -54,47 +125,24 @@ def test_health_versions_release(client, built_index):
     assert health.status_code == 503  # index and model fine, but nothing released yet
     checks = health.json()["checks"]
     assert checks["index"]["ok"] and checks["model"]["ok"] and not checks["release"]["ok"]
-    assert checks["index"]["page_index"] is True and checks["index"]["detail"] == ""
+    assert checks["index"]["page_index"] is True and checks["traces"]["ok"] and checks["load"]["rejected"] == 0
     releases.record(home.warehouse(), built_index["version"], "release")
     assert http.get("/health").status_code == 200
-    assert http.get("/release").json()["current"] == built_index["version"]
+    release = http.get("/release").json()
+    assert release["current"] == release["serving"] == built_index["version"]
     assert [v["index_version"] for v in http.get("/versions").json()] == [built_index["version"]]
 
 
-def test_model_mismatch_is_typed_not_500(client, built_index, tmp_path):
-    """Point the version at a real copy of the model with one weight changed: refused, typed."""
-    import json
-    import shutil
+def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
+    http, _ = client
+    from infra_rag_assets.rag.warehouse import Warehouse
 
-    from infra_rag_assets.rag.embedding import resolve_model_path
+    def forbidden(*_, **__):
+        raise AssertionError("the request path opened the build warehouse")
 
-    http, home = client
-    model = tmp_path / "altered-model"
-    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), model)
-    weights = model / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 0x01  # last byte of the last tensor: a different model by its weights hash
-    weights.write_bytes(bytes(data))
-    warehouse = home.warehouse()
-    config = warehouse.version_config(built_index["version"]) | {"model_id": str(model)}
-    warehouse.execute("UPDATE index_versions SET config_json = ? WHERE index_version = ?",
-                      [json.dumps(config), built_index["version"]])
-    reply = http.post("/search", json={"question": "ok"})
-    assert reply.status_code == 503 and reply.json()["error_type"] == "model_unavailable"
-    assert "built with" in reply.json()["error"]
-    assert http.get("/health").json()["checks"]["model"]["ok"] is False
-
-
-def test_version_without_page_index_serves_degraded_and_health_says_why(client, built_index):
-    """A version built before page indexes existed: answers still come, marked degraded."""
-    import shutil
-
-    from infra_rag_assets.rag.lexical_store import page_index_dir
-
-    http, home = client
-    shutil.rmtree(page_index_dir(home.tantivy_root() / built_index["version"]))
-    index = http.get("/health").json()["checks"]["index"]
-    assert index["ok"] and index["page_index"] is False and "page term skipped" in index["detail"]
-    reply = http.post("/search", json={"question": "How do I roll back a Deployment?", "k": 3})
-    assert reply.status_code == 200 and len(reply.json()["hits"]) == 3
-    assert reply.json()["degraded"] is True
+    monkeypatch.setattr(Warehouse, "connect", forbidden)
+    for path, body in (("/search", {"question": "What is a Pod?"}),
+                       ("/answer", {"question": "What is a Pod?", "offline": True})):
+        assert http.post(path, json=body).status_code == 200
+    for path in ("/health", "/versions", "/release"):
+        assert http.get(path).status_code in (200, 503)

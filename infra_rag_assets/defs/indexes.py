@@ -1,6 +1,7 @@
 """vectors (LanceDB) and lexical_index (Tantivy) for one index version, plus parity checks."""
 
 import time
+from datetime import timezone
 
 import polars as pl
 
@@ -8,6 +9,7 @@ import dagster as dg
 
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import embed_input
+from ..rag.serving_snapshot import SnapshotManifest, snapshot_dir, write_snapshot
 from .partitions import index_version
 from .resources import EmbedderResource, RagStore
 
@@ -88,7 +90,8 @@ def _embed_progress(context: dg.AssetExecutionContext):
     pool="tantivy_writer",
     description="BM25 index (Tantivy) of context line + chunk text with identifier-aware analysis "
     "(maxSurge → maxsurge, max, surge) and English stemming; title and section boosted. Built in a "
-    "staging directory and renamed into place only after commit.",
+    "staging directory and renamed into place only after commit. Also writes the version's serving "
+    "snapshot (chunk catalog as Parquet + manifest), which the query path reads instead of the warehouse.",
 )
 def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     from ..rag.lexical_store import LexicalDoc, build_index, page_docs, page_index_dir
@@ -105,14 +108,26 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     count = build_index(target, docs)
     # Pages last: a reader that finds the page index also finds the chunk index it belongs to.
     page_count = build_index(page_index_dir(target), page_docs(frame.iter_rows(named=True)))
+    snapshot = _write_serving_snapshot(store, version, frame)
     return dg.MaterializeResult(
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
                   "page_documents": page_count,
+                  "serving_snapshot": dg.MetadataValue.path(str(snapshot_dir(store.data_home().serving_root(), version))),
+                  "serving_catalog_sha256": snapshot.catalog_sha256[:16],
                   "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
                   "seconds_indexing": round(time.perf_counter() - started, 2),
                   "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0)},
         data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
     )
+
+
+def _write_serving_snapshot(store: RagStore, version: str, frame: pl.DataFrame) -> SnapshotManifest:
+    """Last, after both indexes: a reader that finds the manifest finds everything it names."""
+    warehouse = store.warehouse()
+    created = warehouse.rows("SELECT created_at FROM index_versions WHERE index_version = ?", [version])
+    return write_snapshot(store.data_home().serving_root(), version, frame.iter_rows(named=True),
+                          warehouse.version_config(version) or {},
+                          created_at=created[0][0].replace(tzinfo=timezone.utc) if created else None)
 
 
 def _chunk_count(store: RagStore, version: str) -> int:

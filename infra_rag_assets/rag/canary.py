@@ -171,12 +171,15 @@ def canary_suite(home: Any, version: str | None = None, path: Path | str | None 
     """
     from . import releases
     from .engine import DEFAULT_CONFIG, QueryEngine, named_config
-    from .traces import append_traces
+    from .traces import process_sink
 
     canaries = load_canaries(path)  # a bad file fails before any model loads
     engine = QueryEngine.open(home, version)
     config = named_config(DEFAULT_CONFIG)
     results, traces = run_canaries(engine, canaries, config)
-    append_traces(home.warehouse(), traces)
-    released = releases.current_release(home.warehouse()) == engine.version
+    sink = process_sink(home.traces_dir())
+    for row in traces:
+        sink.submit(row)
+    sink.flush()
+    released = releases.read_pointer(home.release_pointer()).get("current") == engine.version
     return CanaryReport(version=engine.version, released=released, config=config.name, results=results)

@@ -156,6 +156,9 @@ class Embedder:
         self._model: Any = None
         self._info: ModelInfo | None = None
         self._lock = threading.Lock()
+        # HF fast tokenizers raise "Already borrowed" when one instance is used by two threads
+        # at once, so concurrent encodes (service worker threads) take turns per batch.
+        self._encode_lock = threading.Lock()
 
     @property
     def weights_hash(self) -> str:
@@ -198,7 +201,9 @@ class Embedder:
         parts = [np.zeros((0, self.info.dimension), dtype=np.float32)]
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
-            vecs = model.encode(batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+            with self._encode_lock:
+                vecs = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=False)
             parts.append(np.asarray(vecs, dtype=np.float32))
             self.encode_calls += 1
             self.encoded_texts += len(batch)

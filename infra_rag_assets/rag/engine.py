@@ -8,6 +8,7 @@ honest).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from . import releases
 from .config import BuildConfig
 from .home import DataHome
 from .packing import PackedContext, pack_passages
-from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever, catalog_from_rows
+from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 
 DEFAULT_CONFIG = "hybrid-page"
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
@@ -26,20 +27,35 @@ class VersionNotFound(ValueError):
 
 
 def resolve_version(home: DataHome, requested: str | None = None) -> str:
-    """The requested version, else the current release, else the newest fully indexed one."""
-    warehouse = home.warehouse()
+    """The requested version, else the current release, else the newest servable one.
+
+    Reads only the serving files (release pointer, snapshot manifests, index directories):
+    never the build warehouse, so it works while a build holds it."""
+    from .serving_snapshot import SnapshotMissing, list_manifests, read_manifest
+
     if requested:
-        if not warehouse.rows("SELECT 1 FROM chunks WHERE index_version = ? LIMIT 1", [requested]):
-            raise VersionNotFound(f"index version {requested!r} has no chunks (see `infra-rag versions`)")
+        try:
+            read_manifest(home.serving_root(), requested)
+        except SnapshotMissing as exc:
+            known = [m.version for m in list_manifests(home.serving_root())]
+            hint = "no servable version yet" if not known else "see `infra-rag versions`"
+            raise VersionNotFound(f"index version {requested!r} is not servable ({hint})"
+                                  if requested not in _dirs(home) else str(exc)) from None
+        except ValueError as exc:
+            raise VersionNotFound(str(exc)) from None
         return requested
-    current = releases.current_release(warehouse)
+    current = releases.read_pointer(home.release_pointer()).get("current")
     if current:
         return current
-    for (version,) in warehouse.rows("SELECT index_version FROM index_versions ORDER BY created_at DESC"):
-        if (home.tantivy_root() / version).is_dir() and _has_vectors(home, version) and warehouse.rows(
-                "SELECT 1 FROM chunks WHERE index_version = ? LIMIT 1", [version]):
-            return version
+    for manifest in reversed(list_manifests(home.serving_root())):
+        if (home.tantivy_root() / manifest.version).is_dir() and _has_vectors(home, manifest.version):
+            return manifest.version
     raise VersionNotFound("no built index version yet: run `infra-rag build`")
+
+
+def _dirs(home: DataHome) -> set[str]:
+    root = home.tantivy_root()
+    return {p.name for p in root.iterdir()} if root.is_dir() else set()
 
 
 def _has_vectors(home: DataHome, version: str) -> bool:
@@ -60,19 +76,23 @@ class AnswerOutcome:
 
 
 class QueryEngine:
+    """Opened once per version from its immutable serving snapshot, then shared by threads:
+    searchers and retrievers are created under a lock, the embedder serializes its encodes."""
+
     def __init__(self, home: DataHome, version: str):
         from .chunking import HFTokenCounter
         from .embedding import resolve_model_path, shared_embedder
+        from .serving_snapshot import read_catalog, read_manifest
 
         self.home, self.version = home, version
-        warehouse = home.warehouse()
-        self.build_config = BuildConfig.from_dict(warehouse.version_config(version) or {})
-        self.catalog = catalog_from_rows(warehouse.frame(
-            "SELECT * EXCLUDE (index_version) FROM chunks WHERE index_version = ?", [version]).iter_rows(named=True))
+        self.manifest = read_manifest(home.serving_root(), version)
+        self.build_config = BuildConfig.from_dict(self.manifest.build_config)
+        self.catalog = read_catalog(home.serving_root(), version)
         self.embedder = shared_embedder(self.build_config.model_id)
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.build_config.model_id))
         self._vector = self._lexical = self._pages = None
         self._retrievers: dict[str, Retriever] = {}
+        self._lock = threading.RLock()
         self._searchers("hybrid")  # open both now: a model mismatch is refused before any query
 
     @classmethod
@@ -80,15 +100,20 @@ class QueryEngine:
         home = home or DataHome.at()
         return cls(home, resolve_version(home, version))
 
+    def warm(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> None:
+        """Run one query so the first user request pays no lazy loading (model, page index)."""
+        self.search("warm up: how does a deployment roll out?", config=config, k=1)
+
     def _searchers(self, mode: str) -> tuple[Any, Any]:
         from .lexical_store import LexicalSearcher
         from .vector_store import VectorSearcher
 
-        if mode != "lexical" and self._vector is None:
-            self._vector = VectorSearcher.open(self.home.vectors_uri(), self.version, self.embedder)
-        if mode != "dense" and self._lexical is None:
-            self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version)
-        return self._vector, self._lexical
+        with self._lock:
+            if mode != "lexical" and self._vector is None:
+                self._vector = VectorSearcher.open(self.home.vectors_uri(), self.version, self.embedder)
+            if mode != "dense" and self._lexical is None:
+                self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version)
+            return self._vector, self._lexical
 
     def _page_searcher(self, config: RetrievalConfig) -> Any:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
@@ -101,11 +126,12 @@ class QueryEngine:
     def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
         config = named_config(config) if isinstance(config, str) else config
         key = config.config_hash()
-        if key not in self._retrievers:
-            vector, lexical = self._searchers(config.mode)
-            self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
-                                              lexical_searcher=lexical, page_searcher=self._page_searcher(config))
-        return self._retrievers[key]
+        with self._lock:
+            if key not in self._retrievers:
+                vector, lexical = self._searchers(config.mode)
+                self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
+                                                  lexical_searcher=lexical, page_searcher=self._page_searcher(config))
+            return self._retrievers[key]
 
     def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,
                filters: dict | None = None) -> RetrievalResult:

@@ -5,6 +5,9 @@
     <home>/lancedb/           one vectors table per version (or lancedb_uri, e.g. s3://...)
     <home>/tantivy/<version>/ lexical index per version
     <home>/embedding_cache/   vectors by (model weights hash, text hash)
+    <home>/serving/<version>/ serving snapshot (catalog + manifest) the query path reads
+    <home>/serving/release.json  the release pointer: what serves now, and its history
+    <home>/traces/            trace segments (JSON lines), one writer per process
 """
 
 from __future__ import annotations
@@ -44,3 +47,12 @@ class DataHome:
 
     def cache_dir(self) -> Path:
         return self.root / "embedding_cache"
+
+    def serving_root(self) -> Path:
+        return self.root / "serving"
+
+    def release_pointer(self) -> Path:
+        return self.serving_root() / "release.json"
+
+    def traces_dir(self) -> Path:
+        return self.root / "traces"

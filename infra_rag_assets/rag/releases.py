@@ -1,7 +1,11 @@
 """Release history: which index version serves, and every promotion and rollback.
 
-The release is a pointer into an append-only event log in the warehouse. Nothing is ever
-deleted: a rollback is a new event pointing at the version that served before the current one.
+The release history is an append-only event log in the warehouse. Nothing is ever deleted: a
+rollback is a new event pointing at the version that served before the current one.
+
+After every event the history is published as a small pointer file
+(``<home>/serving/release.json``, written atomically), which is what the query path reads: a
+server never opens the build's warehouse, and a new release reaches it by the file changing.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import polars as pl
 
+from .home import DataHome
+from .serving_snapshot import write_json_atomic
 from .warehouse import Warehouse
 
 
@@ -52,7 +59,36 @@ def record(warehouse: Warehouse, version: str, action: str, *, run_id: str = "",
     row = {**{k: v for k, v in event.__dict__.items() if k != "metrics"},
            "metrics_json": json.dumps(event.metrics, sort_keys=True, default=str)}
     warehouse.append("releases", pl.DataFrame([row], schema_overrides={"previous_version": pl.String}))
+    publish_pointer(warehouse)
     return event
+
+
+def publish_pointer(warehouse: Warehouse) -> dict:
+    """Write the release pointer from the warehouse history (idempotent; also repairs a pointer
+    left stale by a crash between the history commit and the pointer write)."""
+    events = history(warehouse)
+    pointer = {"current": events[-1].index_version if events else None,
+               "history": [_event_dict(e) for e in events],
+               "published_at": datetime.now(timezone.utc).isoformat()}
+    write_json_atomic(pointer_path(warehouse), pointer)
+    return pointer
+
+
+def pointer_path(warehouse: Warehouse) -> Path:
+    """The pointer lives in the data home that holds this warehouse (see home.DataHome)."""
+    return DataHome(warehouse.path.parent).release_pointer()
+
+
+def read_pointer(path: Path) -> dict:
+    """``{"current": version | None, "history": [...]}``; no file yet means nothing released."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {"current": None, "history": []}
+
+
+def _event_dict(event: ReleaseEvent) -> dict:
+    return {**event.__dict__, "occurred_at": event.occurred_at.isoformat()}
 
 
 def serving_stack(warehouse: Warehouse) -> list[str]:

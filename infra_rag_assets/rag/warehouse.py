@@ -175,6 +175,20 @@ class Warehouse:
             con.unregister("incoming")
         return arrow.num_rows
 
+    def append_missing(self, table: str, frame: pl.DataFrame, key: str) -> int:
+        """Append the rows whose ``key`` is not in ``table`` yet (idempotent loads); returns how many."""
+        if frame.is_empty():
+            return 0
+        arrow = frame.to_arrow()
+        with self.connect() as con:
+            con.register("incoming", arrow)
+            before = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming i "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{key} = i.{key})")
+            after = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            con.unregister("incoming")
+        return after - before
+
     def copy_partition(self, table: str, source_version: str, target_version: str) -> int:
         """Replace ``target_version``'s rows of ``table`` with a copy of ``source_version``'s."""
         with self.connect() as con:

@@ -1,0 +1,168 @@
+"""The serving snapshot of an index version: what the query path reads instead of the warehouse.
+
+The build's DuckDB warehouse allows one configuration per file per process and one writing
+process per file, so a service that opened it per request failed under two concurrent users.
+The query path therefore reads only immutable files written once by the build, next to the
+version's LanceDB table and Tantivy indexes:
+
+    <home>/serving/<version>/catalog.parquet   the chunk fields a hit needs (one row per chunk)
+    <home>/serving/<version>/manifest.json     build config, counts, catalog sha256 (written last)
+
+Both are written into a staging directory and renamed into place, so a reader sees the whole
+snapshot or none. A version is servable when its manifest, Tantivy index and LanceDB table all
+exist (``servable_versions``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+CATALOG = "catalog.parquet"
+SNAPSHOT_FORMAT = 1
+# The chunk fields Retriever hits, packing and citations read (see retrieval._hit).
+CATALOG_FIELDS = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path",
+                  "text", "page_kind", "pages", "start_char", "end_char")
+
+
+class SnapshotMissing(FileNotFoundError):
+    """The version has no serving snapshot (not built through lexical_index with this code)."""
+
+
+@dataclass(frozen=True)
+class SnapshotManifest:
+    version: str
+    created_at: str
+    build_config: dict
+    chunks: int
+    pages: int
+    catalog_sha256: str
+    format: int = SNAPSHOT_FORMAT
+
+    @property
+    def created(self) -> datetime:
+        return datetime.fromisoformat(self.created_at)
+
+
+def snapshot_dir(serving_root: Path, version: str) -> Path:
+    if not version or "/" in version or version.startswith("."):
+        raise ValueError(f"not an index version name: {version!r}")
+    return Path(serving_root) / version
+
+
+def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str, Any]], build_config: dict,
+                   created_at: datetime | None = None) -> SnapshotManifest:
+    """Write the catalog and manifest for ``version`` atomically (replacing an older snapshot)."""
+    target = snapshot_dir(serving_root, version)
+    staging = target.parent / f".staging-{version}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    try:
+        columns: dict[str, list] = {name: [] for name in CATALOG_FIELDS}
+        for row in rows:
+            for name in CATALOG_FIELDS:
+                columns[name].append(row.get(name))
+        table = pa.table({name: columns[name] for name in CATALOG_FIELDS},
+                         schema=_schema())
+        pq.write_table(table, staging / CATALOG, compression="zstd")
+        manifest = SnapshotManifest(
+            version=version, created_at=(created_at or datetime.now(timezone.utc)).isoformat(),
+            build_config=build_config, chunks=table.num_rows,
+            pages=len(set(columns["doc_id"])), catalog_sha256=_sha256(staging / CATALOG))
+        _write_json(staging / MANIFEST, manifest.__dict__)
+        _swap_in(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _schema() -> pa.Schema:
+    text = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path", "text",
+            "page_kind")
+    return pa.schema([*(pa.field(n, pa.string()) for n in text), pa.field("pages", pa.list_(pa.int32())),
+                      pa.field("start_char", pa.int64()), pa.field("end_char", pa.int64())])
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Rename staging into place; an existing snapshot is moved aside first and removed after."""
+    old = None
+    if target.exists():
+        old = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
+    path = snapshot_dir(serving_root, version) / MANIFEST
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SnapshotMissing(f"index version {version!r} has no serving snapshot (build it through "
+                              f"lexical_index: `infra-rag build --version {version} --from lexical_index "
+                              f"--through lexical_index`)") from None
+    return SnapshotManifest(**raw)
+
+
+def read_catalog(serving_root: Path, version: str) -> dict[str, dict]:
+    """chunk_id -> row, checked against the manifest's sha256 (a torn or swapped file is refused)."""
+    manifest = read_manifest(serving_root, version)
+    path = snapshot_dir(serving_root, version) / CATALOG
+    if _sha256(path) != manifest.catalog_sha256:
+        raise ValueError(f"serving catalog of {version} does not match its manifest (sha256): rebuild it")
+    table = pq.read_table(path)
+    return {row["chunk_id"]: row for row in table.to_pylist()}
+
+
+def list_manifests(serving_root: Path) -> list[SnapshotManifest]:
+    """Every version with a complete snapshot, oldest first."""
+    root = Path(serving_root)
+    found = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        if entry.name.startswith(".") or not (entry / MANIFEST).is_file():
+            continue
+        try:
+            found.append(read_manifest(root, entry.name))
+        except (ValueError, TypeError, json.JSONDecodeError):
+            continue  # a foreign or damaged directory is not a version
+    return sorted(found, key=lambda m: m.created_at)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with open(path, "w", encoding="utf-8") as stream:
+        json.dump(value, stream, sort_keys=True, default=str)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write ``path`` via a temp file in the same directory + fsync + rename: readers see the
+    old content or the new, never a torn file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        _write_json(tmp, value)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,90 @@
+"""ASGI middleware: a body size limit and a bound on in-flight work.
+
+Both answer before any JSON is parsed or any thread is taken, so an overloaded or abused
+worker spends almost nothing on a request it refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Awaitable, Callable
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+
+async def send_error(send: Send, status: int, error_type: str, message: str,
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"error": {"type": error_type, "message": message, "trace_id": uuid.uuid4().hex}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """413 for bodies over ``max_bytes``, by Content-Length or by counting a streamed body."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            return await self._refuse(send)
+        seen, started = 0, False
+
+        async def counting_receive() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        await send_error(send, 413, "body_too_large", f"request body over {self.max_bytes} bytes")
+
+
+class InflightLimit:
+    """At most ``limit`` query requests at once in this worker; past it 503 + Retry-After at once.
+
+    Runs on the event loop thread, so the counter needs no lock. ``state`` (ServingState)
+    holds the counters /health reports."""
+
+    def __init__(self, app: Any, state: Any, paths: tuple[str, ...] = ("/search", "/answer")) -> None:
+        self.app, self.state, self.paths = app, state, paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            return await self.app(scope, receive, send)
+        settings = self.state.settings
+        if self.state.inflight >= settings.max_inflight:
+            self.state.rejected += 1
+            return await send_error(send, 503, "overloaded", "server busy: retry shortly",
+                                    [(b"retry-after", str(settings.retry_after_s).encode())])
+        self.state.inflight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.inflight -= 1

@@ -1,0 +1,142 @@
+"""Request and response models of the HTTP API (they are its OpenAPI schema).
+
+Requests are strict: unknown fields are refused (422 naming the field), nothing is coerced
+(``"k": "5"``, ``"k": true`` and ``"offline": 0`` are errors), and the question follows the one
+set of rules in ``rag.questions`` that the CLI uses too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..rag.engine import MODE_CONFIGS
+from ..rag.questions import MAX_QUESTION_CHARS, clean_question
+from ..rag.retrieval_config import NAMED_CONFIGS
+from ..rag.sources import PROJECTS
+
+Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
+ConfigName = Literal[tuple(NAMED_CONFIGS)]  # type: ignore[valid-type]
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    question: str = Field(description=f"1..{MAX_QUESTION_CHARS} characters after stripping")
+    k: int = Field(default=10, ge=1, le=50)
+    version: str | None = Field(default=None, pattern=VERSION_PATTERN,
+                                description="index version (default: the current release)")
+    mode: Literal["dense", "lexical", "hybrid"] | None = Field(
+        default=None, description="shorthand for a config: dense, lexical or hybrid (= hybrid-page)")
+    config: ConfigName | None = Field(default=None, description="named retrieval config (overrides mode)")
+    project: Project | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        return clean_question(value)
+
+    def config_name(self) -> str:
+        return self.config or MODE_CONFIGS[self.mode or "hybrid"]
+
+    def filters(self) -> dict | None:
+        return {"project": self.project} if self.project else None
+
+
+class AnswerRequest(SearchRequest):
+    k: int = Field(default=6, ge=1, le=20)
+    offline: bool = Field(default=False, description="extractive answer even when Claude is configured")
+
+
+class HitModel(BaseModel):
+    chunk_id: str
+    doc_id: str
+    project: str
+    page_id: str
+    url: str
+    section: str
+    score: float
+    text: str
+
+
+class SearchResponse(BaseModel):
+    version: str
+    config: str
+    trace_id: str
+    abstained: bool
+    abstain_reason: str
+    degraded: bool
+    hits: list[HitModel]
+    latency_ms: float
+
+
+class CitationModel(BaseModel):
+    passage_number: int
+    chunk_id: str
+    doc_id: str
+    url: str
+    cited_text: str
+    chunk_start: int
+    chunk_end: int
+    doc_start: int
+    doc_end: int
+    match: str
+
+
+class AnswerResponse(BaseModel):
+    version: str
+    config: str
+    trace_id: str
+    question: str
+    text: str
+    citations: list[CitationModel]
+    outcome: str
+    method: str
+    model: str
+    prompt_name: str
+    prompt_hash: str
+    error: str
+    usage: dict[str, Any]
+    latency_ms: float
+    stop_reason: str
+    sources: str
+
+
+class ErrorBody(BaseModel):
+    type: str = Field(description="machine-readable kind, e.g. invalid_request, overloaded, internal")
+    message: str = Field(description="one line for people; never internal messages or paths")
+    trace_id: str = Field(description="quote it when reporting a problem; answered errors have a trace")
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class CheckModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+    detail: str = ""
+
+
+class HealthResponse(BaseModel):
+    ok: bool
+    version: str | None
+    checks: dict[str, CheckModel]
+
+
+class VersionModel(BaseModel):
+    index_version: str
+    created_at: str
+    chunks: int
+    pages: int
+    model_id: str
+    serving: bool
+
+
+class ReleaseResponse(BaseModel):
+    current: str | None
+    serving: str | None = Field(description="the version this process answers with right now")
+    history: list[dict[str, Any]]

@@ -1,0 +1,182 @@
+"""What one server process holds: the engine that serves, a watcher that switches releases,
+the trace writer and the counters /health reports.
+
+The current release is read from the release pointer file. A watcher thread polls it (every
+``poll_s`` seconds, or at once on SIGHUP); when it names another version the new engine is
+opened and warmed first and only then swapped in, so requests already running finish on the
+engine they started with and no request waits for a model load. A version that fails to open
+is reported in /health and the old engine keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ..rag import releases
+from ..rag.engine import QueryEngine, VersionNotFound, resolve_version
+from ..rag.home import DataHome
+from ..rag.traces import TraceSink
+
+log = logging.getLogger("infra_rag_assets.service")
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once
+    max_body_bytes: int = 64 * 1024
+    retry_after_s: int = 1
+    poll_s: float = 2.0  # how soon a new release is noticed
+    pinned_engines: int = 2  # explicitly requested versions kept open besides the current one
+    trace_queue: int = 10_000
+
+
+class Unavailable(Exception):
+    """Nothing can serve this request right now (503); the message is safe to show."""
+
+    def __init__(self, error_type: str, message: str, status: int = 503):
+        super().__init__(message)
+        self.error_type, self.message, self.status = error_type, message, status
+
+
+class ServingState:
+    def __init__(self, home: DataHome, settings: ServiceSettings | None = None):
+        self.home, self.settings = home, settings or ServiceSettings()
+        self.sink = TraceSink(home.traces_dir(), queue_size=self.settings.trace_queue)
+        self.current: QueryEngine | None = None
+        self.reload_error = ""
+        self.switches = 0
+        self.rejected = 0  # requests refused by the in-flight bound (set by the middleware)
+        self.inflight = 0
+        self._pinned: OrderedDict[str, QueryEngine] = OrderedDict()
+        self._open_lock = threading.Lock()
+        self._failed: tuple[str, Any] | None = None  # (version, pointer stamp) that failed to open
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(target=self._watch, name="release-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(5)
+        self.sink.close()
+
+    def wake(self) -> None:
+        """Check the release pointer now (SIGHUP)."""
+        self._wake.set()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.poll_s)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self.refresh()
+
+    def refresh(self) -> bool:
+        """Switch to what the pointer names if it changed; True when a switch happened."""
+        stamp = self._pointer_stamp()
+        try:
+            version = resolve_version(self.home)
+        except (VersionNotFound, OSError, ValueError) as exc:
+            self.reload_error = str(exc).splitlines()[0][:300]
+            return False
+        if self.current is not None and self.current.version == version:
+            self.reload_error = ""
+            return False
+        if self._failed == (version, stamp):
+            return False  # already failed for this pointer state; wait for it to change
+        try:
+            engine = self._open(version)
+            engine.warm()
+        except Exception as exc:  # noqa: BLE001 - the old engine keeps serving; reported in /health
+            self._failed = (version, stamp)
+            self.reload_error = f"cannot open {version}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            log.exception("release %s could not be opened; still serving %s", version,
+                          self.current.version if self.current else "nothing")
+            return False
+        previous, self.current = self.current, engine
+        self.switches, self.reload_error, self._failed = self.switches + 1, "", None
+        log.info("serving %s (was %s)", version, previous.version if previous else "nothing")
+        return True
+
+    def _pointer_stamp(self) -> Any:
+        try:
+            st = self.home.release_pointer().stat()
+            return (st.st_mtime_ns, st.st_ino, st.st_size)
+        except FileNotFoundError:
+            return None
+
+    # --- engines -------------------------------------------------------------------------
+    def engine(self, version: str | None = None) -> QueryEngine:
+        current = self.current
+        if version is None or (current is not None and current.version == version):
+            if current is None:
+                raise Unavailable("no_index", self.reload_error or "no index version is servable yet")
+            return current
+        with self._open_lock:
+            if version in self._pinned:
+                self._pinned.move_to_end(version)
+                return self._pinned[version]
+            try:
+                resolve_version(self.home, version)
+            except VersionNotFound as exc:
+                raise Unavailable("version_not_found", str(exc), status=404) from None
+            engine = self._open(version)
+            self._pinned[version] = engine
+            while len(self._pinned) > self.settings.pinned_engines:
+                self._pinned.popitem(last=False)
+            return engine
+
+    def _open(self, version: str) -> QueryEngine:
+        from ..rag.embedding import ModelMismatch, ModelUnavailable
+
+        started = time.perf_counter()
+        try:
+            engine = QueryEngine(self.home, version)
+        except (ModelMismatch, ModelUnavailable) as exc:
+            raise Unavailable("model_unavailable", str(exc).splitlines()[0][:300]) from None
+        except (OSError, ValueError) as exc:
+            log.exception("index version %s could not be opened", version)
+            raise Unavailable("index_unavailable", f"index version {version} cannot be opened") from exc
+        log.info("opened %s in %.1f s", version, time.perf_counter() - started)
+        return engine
+
+    # --- reporting -----------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        pointer = releases.read_pointer(self.home.release_pointer())
+        current = self.current
+        checks: dict[str, dict[str, Any]] = {
+            "release": {"ok": bool(pointer.get("current")), "current": pointer.get("current"),
+                        "detail": "" if pointer.get("current") else "no release yet (serving the newest build)"},
+            "index": _index_check(current, self.reload_error),
+            "model": ({"ok": True, "model_id": current.build_config.model_id,
+                       "weights_hash": current.embedder.weights_hash[:16]} if current else
+                      {"ok": False, "detail": "no index to check the model against"}),
+            "traces": {**self.sink.health(), "detail": self.sink.last_error or
+                       f"{self.sink.stats['queue_full']} traces written past a full queue"},
+            "load": {"ok": True, "inflight": self.inflight, "max_inflight": self.settings.max_inflight,
+                     "rejected": self.rejected, "release_switches": self.switches},
+        }
+        return {"ok": all(c["ok"] for c in checks.values()), "version": current.version if current else None,
+                "checks": checks}
+
+
+def _index_check(engine: QueryEngine | None, reload_error: str) -> dict[str, Any]:
+    from ..rag.lexical_store import has_page_index
+
+    if engine is None:
+        return {"ok": False, "detail": reload_error or "no servable index version"}
+    pages = has_page_index(engine.home.tantivy_root() / engine.version)
+    detail = "" if pages else "no page index (built before it existed): page term skipped, results degraded"
+    return {"ok": True, "version": engine.version, "page_index": pages, "chunks": len(engine.catalog),
+            "detail": "; ".join(d for d in (detail, reload_error) if d)}
