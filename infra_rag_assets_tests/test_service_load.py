@@ -1,0 +1,169 @@
+"""The service as it is used: `infra-rag serve` (uvicorn, real processes) on loopback over the
+fixture index, many clients at once, a CLI batch on the same data home, a release switch
+during load. Every response must be a 2xx and every answered request must have its trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from infra_rag_assets.rag import releases
+from infra_rag_assets.rag.home import DataHome
+from infra_rag_assets.rag.traces import read_traces
+from infra_rag_assets.service.loadgen import run_load
+
+QUESTIONS = [
+    "How does maxSurge limit pods during a Deployment rollout?",
+    "How do I protect the Prometheus UI with basic auth?",
+    "What is an Application in Argo CD?",
+    "What is a Pod?",
+    "How do EndpointSlices track network endpoints?",
+    "What does a software supply chain attestation prove?",
+    "How do I roll back a Deployment?",
+    "Which label selects the pods of a Service?",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`python -m infra_rag_assets serve` in its own process group, stopped at teardown."""
+
+    def __init__(self, home: Path, workers: int, log: Path):
+        self.port, self.log = _free_port(), log
+        env = {**os.environ, "INFRA_RAG_HOME": str(home)}
+        env.pop("ANTHROPIC_API_KEY", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(self.port), "--workers", str(workers),
+             "--release-poll", "0.3"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 180) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
+                    return json.loads(reply.read())
+            except urllib.error.HTTPError as exc:  # 503 = up, but not healthy (e.g. no release)
+                return json.loads(exc.read())
+            except OSError:
+                time.sleep(0.5)
+        pytest.fail(f"server not ready in {timeout}s: {self.log.read_text()[-2000:]}")
+
+    def get(self, path: str) -> dict:
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as reply:
+                return json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return json.loads(exc.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+
+
+@pytest.fixture
+def released_home(fresh_home, built_index):
+    home = DataHome.at(fresh_home)
+    releases.record(home.warehouse(), built_index["version"], "release", reason="test")
+    return home
+
+
+def _requests(searches: int, answers: int) -> list[tuple[str, dict]]:
+    work = [("/search", {"question": QUESTIONS[i % len(QUESTIONS)], "k": 5}) for i in range(searches)]
+    for i in range(answers):  # interleaved, as real traffic is
+        work.insert(i * (len(work) // max(answers, 1)), ("/answer", {"question": QUESTIONS[i % 4], "offline": True}))
+    return work
+
+
+def _wait_for_traces(home: DataHome, trace_ids: set[str], timeout: float = 20) -> set[str]:
+    deadline, missing = time.monotonic() + timeout, set(trace_ids)
+    while missing and time.monotonic() < deadline:
+        missing = trace_ids - set(read_traces(home.traces_dir())["trace_id"])
+        time.sleep(0.5) if missing else None
+    return missing
+
+
+def test_two_workers_hold_concurrent_load_beside_a_cli_batch(released_home, tmp_path, built_index):
+    server = Server(released_home.root, workers=2, log=tmp_path / "server.log")
+    try:
+        assert server.wait_ready()["version"] == built_index["version"]
+        batch = tmp_path / "batch.jsonl"
+        batch.write_text("".join(json.dumps({"id": i, "question": QUESTIONS[i % len(QUESTIONS)]}) + "\n"
+                                 for i in range(60)))
+        cli = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "--home", str(released_home.root),
+                                "search", "--batch", str(batch), "--k", "5", "-o", str(tmp_path / "out.jsonl")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        result = run_load(server.url, _requests(220, 20), concurrency=16)
+        code, err = cli.wait(timeout=300), cli.stderr.read().decode()
+    finally:
+        server.stop()
+    summary = result.summary()
+    assert summary["ok"] == 240, f"{summary} {[r.error or r.body for r in result.replies if r.status != 200][:3]}"
+    assert code == 0, err[-1500:]
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 60
+    trace_ids = {r.body["trace_id"] for r in result.replies}
+    assert len(trace_ids) == 240
+    assert not _wait_for_traces(released_home, trace_ids), "answered requests without a trace"
+    traces = read_traces(released_home.traces_dir())
+    assert traces.filter(traces["origin"] == "cli-batch").height == 60
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_release_switch_during_load_loses_no_request(released_home, tmp_path, built_index):
+    second = _build_second_version(released_home, built_index)
+    server = Server(released_home.root, workers=1, log=tmp_path / "server.log")
+    try:
+        assert server.wait_ready()["version"] == built_index["version"]
+        switch = threading.Timer(4.0, lambda: releases.record(released_home.warehouse(), second, "release",
+                                                              reason="switch under load"))
+        switch.start()
+        result = run_load(server.url, _requests(600, 0), concurrency=8)
+        switch.join()
+        health = server.get("/health")
+    finally:
+        server.stop()
+    assert result.summary()["ok"] == 600, result.summary()
+    versions = [r.body["version"] for r in sorted(result.replies, key=lambda r: r.finished_at)]
+    assert versions[0] == built_index["version"] and versions[-1] == second, "the switch never happened in the run"
+    first_new = versions.index(second)
+    late_old = [v for v in versions[first_new + 8:] if v != second]  # at most the in-flight ones finish on the old
+    assert not late_old, f"{len(late_old)} responses from the old version after the switch"
+    assert health["version"] == second and health["checks"]["load"]["release_switches"] >= 2
+
+
+def _build_second_version(home: DataHome, built_index: dict) -> str:
+    """A real second index version of the same sources (cache hits: no model work)."""
+    import dagster as dg
+
+    from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
+    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+
+    store = RagStore(home=str(home.root))
+    settings = BuildSettings(sources_file=str(built_index["sources"]))
+    with dg.DagsterInstance.ephemeral() as instance:
+        version = register_version(instance, store, settings, created_by="test")
+        assert materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource()).success
+    assert version != built_index["version"]
+    return version
