@@ -6,6 +6,7 @@ The Dagster assets are thin wrappers over these, and the CLI and tests reuse the
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from typing import Callable, Iterable
@@ -19,10 +20,10 @@ from .parse.dedup import content_hash, find_duplicates
 from .parse.dispatch import PARSERS, parse_page
 from .parse.markdown import clean_inline, decode_text, split_front_matter
 from .parse.section_index import section_listings
-from .sources import PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
+from .safe_paths import TooLarge, UnsafePath, iter_blocks, open_entry
+from .sources import MAX_PAGE_BYTES, PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
 
 Progress = Callable[[int, int], None]
-MAX_PAGE_BYTES = 50_000_000  # read cap: a larger file is recorded as too_large, never loaded
 # Near-duplicate Jaccard (word 5-shingles). Measured on the corpus: versioned API references
 # (kubelet-config v1alpha1 vs v1: 0.95) and sibling CLI command pages (0.91-0.93) are distinct
 # pages users cite and ask about; only copy-edited copies reach 0.98.
@@ -43,20 +44,33 @@ def snapshot_pages(pages: list[PageRef], blobs: BlobStore, progress: Progress | 
         rows.append(_snapshot_one(page, blobs))
         if progress:
             progress(i, len(pages))
-    return pl.DataFrame(rows, schema_overrides={"size_bytes": pl.Int64, "read_ms": pl.Float64})
+    return pl.DataFrame(rows, schema=PAGE_SCHEMA)
+
+
+PAGE_SCHEMA = {  # explicit, so a frame of zero pages still has its columns
+    **dict.fromkeys(("source", "project", "doc_id", "page_id", "rel_path", "url", "upstream", "license",
+                     "kind", "bytes_hash"), pl.String),
+    "size_bytes": pl.Int64, "fetch_status": pl.String, "fetch_reason": pl.String, "read_ms": pl.Float64,
+}
 
 
 def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
     started = time.perf_counter()
-    status, reason, digest, size = "ok", "", "", 0
-    try:
-        size = page.abs_path.stat().st_size
-        if size > MAX_PAGE_BYTES:
-            status, reason = "too_large", f"{size} bytes > {MAX_PAGE_BYTES}"
-        else:
-            digest = blobs.put(page.abs_path.read_bytes())
-    except OSError as exc:
-        status, reason = "error", f"{type(exc).__name__}: {exc}"[:300]
+    entry = page.entry
+    status, reason, digest, size = entry.status, entry.reason, "", entry.size
+    if status == "ok":  # size checked on the open file before any read; bytes streamed
+        try:
+            fd, size = open_entry(entry, MAX_PAGE_BYTES)
+            try:
+                digest = blobs.put_stream(iter_blocks(fd, MAX_PAGE_BYTES))
+            finally:
+                os.close(fd)
+        except TooLarge as exc:
+            status, reason, size = "too_large", f"{exc.size} bytes > {MAX_PAGE_BYTES}", exc.size
+        except UnsafePath as exc:
+            status, reason = "error", str(exc)[:300]
+        except OSError as exc:
+            status, reason = "error", f"{type(exc).__name__}: {exc.strerror or exc}"[:300]
     return {
         "source": page.source.name, "project": page.source.project, "doc_id": page.doc_id,
         "page_id": page.page_id, "rel_path": page.rel_path, "url": page.url,
