@@ -29,7 +29,7 @@ from .sections import (
 )
 
 PARSER_NAME = "markdown"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: unclosed front matter never reaches the text
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 _FRONT_MATTER_RE = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?\n)?\1[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -158,9 +158,9 @@ def _unclosed_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
     if not opening:
         return {}, source, ""
     rest = source[opening.end():]
-    block, blank, body = rest.partition("\n\n")
-    if not block.strip():
+    if not rest.split("\n", 1)[0].strip():
         return {}, source, ""
+    block, blank, body = rest.partition("\n\n")
     lines = len(block.strip("\n").split("\n"))
     return (_salvage_fields(block), body if blank else "",
             f"unclosed front matter (no closing {opening.group(1)}): {lines} lines dropped")
