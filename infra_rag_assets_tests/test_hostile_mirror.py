@@ -243,6 +243,10 @@ def test_zero_page_mirror_is_an_error_naming_the_source(tmp_path):
         check_sources([source])
     with pytest.raises(SourceConfigError, match="zero pages"):
         list(iter_pages(source))
+    (tmp_path / "empty" / "link").symlink_to(tmp_path)  # like /etc: entries, but no readable page
+    os.mkfifo(tmp_path / "empty" / "fifo.md")
+    with pytest.raises(SourceConfigError, match=r"zero pages\) \(2 entries refused or skipped\)"):
+        check_sources([source])
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -220,20 +220,19 @@ def iter_pages(source: Source, root: Path | None = None) -> Iterator[PageRef]:
         raise SourceConfigError(f"source {source.name!r}: no 'mirror:' folder configured")
     if not root.is_dir():
         raise SourceConfigError(f"source {source.name!r}: mirror folder not found: {root}")
-    count = 0
-    for entry in walk_mirror(root, KINDS[source.kind]):
-        count += 1
+    entries = list(walk_mirror(root, KINDS[source.kind]))
+    if not any(e.status == "ok" for e in entries):  # /etc: no page, just a folder symlink
+        refused = f" ({len(entries)} entries refused or skipped)" if entries else ""
+        raise SourceConfigError(f"source {source.name!r}: mirror {root} has no readable "
+                                f"{'/'.join(KINDS[source.kind])} files (zero pages){refused}")
+    for entry in entries:
         yield PageRef(source, entry.rel_path, root / entry.rel_path, entry)
-    if not count:
-        raise SourceConfigError(f"source {source.name!r}: mirror {root} has no "
-                                f"{'/'.join(KINDS[source.kind])} files (zero pages)")
 
 
 def check_sources(sources: list[Source]) -> None:
     """Fail with one line naming the source when a mirror is missing or yields zero pages."""
     for source in sources:
-        for _ in iter_pages(source):
-            break
+        next(iter_pages(source))
 
 
 def sha256_bytes(data: bytes) -> str:
