@@ -47,12 +47,19 @@ def main() -> None:
     digest = hashlib.sha256()
     for row in chunks.select("doc_id", "start_char", "end_char", "text").sort("doc_id", "start_char").iter_rows():
         digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    doc_digest = hashlib.sha256()
+    for row in docs.select("doc_id", "status", "reason", "title", "url", "text").sort("doc_id").iter_rows():
+        doc_digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    from infra_rag_assets.rag.sources import mirror_fingerprint
+
+    fingerprints = {s.name: mirror_fingerprint(s)[:16] for s in load_sources(args.sources)}
     per_doc = Counter(chunks["doc_id"].to_list())
     longest = chunks.with_columns(chunks["text"].str.len_chars().alias("chars")).sort("chars", descending=True)
     slowest = docs.sort("parse_ms", descending=True)
     report = {
         "pages": len(pages), "documents": len(docs),
         "documents_by_status": dict(Counter(s.split(":")[0] for s in docs["status"].to_list())),
+        "document_hash": doc_digest.hexdigest(), "mirror_fingerprints": fingerprints,
         "chunks": len(chunks), "chunk_hash": digest.hexdigest(),
         "max_chunk_chars": int(longest["chars"][0]), "max_chunk_chars_doc": longest["doc_id"][0],
         "max_chunk_tokens": int(chunks["token_count"].max()),
