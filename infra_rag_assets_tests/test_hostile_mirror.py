@@ -22,11 +22,21 @@ from infra_rag_assets.rag.blobs import BlobStore
 from infra_rag_assets.rag.chunking import MAX_CHUNK_CHARS, HFTokenCounter
 from infra_rag_assets.rag.config import ChunkSettings
 from infra_rag_assets.rag.corpus_chunks import chunk_documents
-from infra_rag_assets.rag.ingest import MAX_DOC_CHARS, list_pages, parse_documents, snapshot_pages
+from infra_rag_assets.rag.ingest import (
+    MAX_DOC_CHARS,
+    list_pages,
+    parse_documents,
+    snapshot_pages,
+)
 from infra_rag_assets.rag.parse.budget import ParseWorker
 from infra_rag_assets.rag.parse.markdown import parse_markdown
 from infra_rag_assets.rag.sources import (
-    Source, SourceConfigError, check_sources, iter_pages, load_sources, mirror_fingerprint,
+    Source,
+    SourceConfigError,
+    check_sources,
+    iter_pages,
+    load_sources,
+    mirror_fingerprint,
 )
 
 SECRET = "HOSTSECRET-4711 this text lives outside the mirror"
@@ -206,6 +216,29 @@ def test_unclosed_front_matter_never_reaches_the_text():
     assert "weight" not in doc.text and "unclosed front matter" in doc.reason
     rule = parse_markdown(b"---\n\nA page that starts with a thematic break and then has prose.\n", path="r.md")
     assert rule.status == "ok" and rule.reason == "" and "thematic break" in rule.text
+
+
+def test_main_wrapped_in_form_or_link_is_not_navigation():
+    from infra_rag_assets.rag.parse.html import parse_html
+
+    scripts = "<script>var x = '<p>not prose</p>';</script>" * 50
+    for wrapper in ("form", "a href='/x'"):
+        raw = (f"<html><head>{scripts}</head><body>{scripts}<nav><a href='/'>Home</a></nav><{wrapper}><main>"
+               "<p>Pods are the smallest deployable units of computing that you can create and manage.</p>"
+               f"</main></{wrapper.split()[0]}>{scripts}</body></html>").encode()
+        doc = parse_html(raw, path="pods.html")
+        assert doc.status == "ok" and "smallest deployable units" in doc.text, (wrapper, doc.reason)
+
+
+def test_hand_built_page_ref_is_read_safely(tmp_path):
+    from infra_rag_assets.rag.sources import PageRef
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x.md").symlink_to(tmp_path / "outside.md")
+    (tmp_path / "outside.md").write_text(SECRET)
+    source = Source("s", "kubernetes", "markdown_tree", "x", "https://x/{page_path}", tmp_path / "m")
+    frame = snapshot_pages([PageRef(source, "x.md", tmp_path / "m" / "x.md")], BlobStore(tmp_path / "b"))
+    assert frame["fetch_status"].to_list() == ["error"]
 
 
 def test_urls_are_percent_encoded():

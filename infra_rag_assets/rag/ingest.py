@@ -21,7 +21,7 @@ from .parse.dedup import content_hash, find_duplicates
 from .parse.dispatch import PARSERS, parse_page
 from .parse.markdown import clean_inline, decode_text, split_front_matter
 from .parse.section_index import section_listings
-from .safe_paths import TooLarge, UnsafePath, iter_blocks, open_entry
+from .safe_paths import TooLarge, UnsafePath, entry_for, iter_blocks, open_entry
 from .sources import MAX_PAGE_BYTES, PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
 
 Progress = Callable[[int, int], None]
@@ -60,7 +60,7 @@ PAGE_SCHEMA = {  # explicit, so a frame of zero pages still has its columns
 
 def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
     started = time.perf_counter()
-    entry = page.entry
+    entry = page.entry or entry_for(page.source.mirror or page.abs_path.parent, page.abs_path)
     status, reason, digest, size = entry.status, entry.reason, "", entry.size
     if status == "ok":  # size checked on the open file before any read; bytes streamed
         try:

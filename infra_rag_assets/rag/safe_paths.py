@@ -20,9 +20,9 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 BLOCK = 1 << 20  # bytes read at a time: hashing a file costs this much memory, whatever its size
 STATUS_SKIPPED = "skipped"  # not a page (a FIFO, a device, a folder symlink): recorded, never read
@@ -100,6 +100,11 @@ def _file_entry(path: str, root: str) -> Entry:
     if not stat.S_ISREG(st.st_mode):
         return Entry(rel, None, STATUS_SKIPPED, f"not a regular file ({_file_kind(st.st_mode)}): not read")
     return Entry(rel, Path(target), size=st.st_size, identity=(st.st_dev, st.st_ino))
+
+
+def entry_for(root: Path, path: Path) -> Entry:
+    """The entry for one file path under ``root`` (for callers that built a page by hand)."""
+    return _file_entry(str(path), os.path.realpath(root))
 
 
 def _file_kind(mode: int) -> str:

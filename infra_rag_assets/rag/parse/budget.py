@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Self
 
 from ..models import STATUS_ERROR, ParsedDocument
 from .dispatch import PARSERS, parse_page
@@ -35,7 +36,7 @@ class ParseWorker:
         self.budget_s = budget_s
         self._proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> ParseWorker:
+    def __enter__(self) -> Self:
         self._proc = self._start()  # started up front, so no page's parse_ms includes it
         return self
 
@@ -98,7 +99,7 @@ def _read(stream) -> object:
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("short frame")
-    return pickle.loads(data)  # noqa: S301 - our own child process
+    return pickle.loads(data)
 
 
 def _serve() -> None:
