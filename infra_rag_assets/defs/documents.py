@@ -130,4 +130,3 @@ def check_warnings(result) -> list[str]:
         detail = getattr(summary, "value", summary) or "failed"
         lines.append(f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()}: {detail}")
     return lines
-
