@@ -96,6 +96,10 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
         finally:
             watcher.stop()
         failures = _failures(result)
+    from .defs.documents import check_warnings
+
+    for line in check_warnings(result):  # WARN checks fail no build, but must not pass unseen
+        console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
     if failures:
         raise UserError(f"build of {version} failed: {failures}")
     out.print(version)

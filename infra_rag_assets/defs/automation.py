@@ -4,6 +4,7 @@
 import dagster as dg
 
 from ..rag.config import sources_fingerprint
+from ..rag.sources import SourceConfigError
 from .partitions import index_version
 from .resources import BuildSettings, RagStore
 
@@ -25,7 +26,10 @@ reindex_job = dg.define_asset_job(
     "with the reason.",
 )
 def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settings: BuildSettings):
-    config = settings.build_config()
+    try:
+        config = settings.build_config()
+    except SourceConfigError as exc:  # a broken sources.yaml or mirror registers nothing
+        return dg.SkipReason(f"sources not usable: {exc}")
     fingerprint = sources_fingerprint(config.sources)
     warehouse = store.warehouse()
     latest = warehouse.rows(

@@ -35,8 +35,12 @@ def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.Materialize
     if docs.is_empty():
         raise dg.Failure(f"no documents for {version}: materialize documents first")
     counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
+    truncated: list[str] = []
     frame = chunk_documents(docs.iter_rows(named=True), counter, config.chunking,
-                            progress=log_progress(context, "chunked documents", 250))
+                            progress=log_progress(context, "chunked documents", 250), truncated=truncated)
+    if truncated:
+        context.log.warning(f"{len(truncated)} documents stopped at {config.chunking.max_chunks} chunks: "
+                            + ", ".join(truncated[:5]))
     rows = warehouse.replace_partition("chunks", version, frame)
     return dg.MaterializeResult(
         metadata={
@@ -45,6 +49,8 @@ def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.Materialize
                 pl.len().alias("chunks"), pl.col("token_count").mean().round(1).alias("mean_tokens"),
                 pl.col("token_count").max().alias("max_tokens")).sort("project")),
             "token_histogram": md_table(token_histogram(frame)),
+            "max_chunk_chars": int(frame["text"].str.len_chars().max() or 0),
+            "truncated_documents": md_table(pl.DataFrame({"doc_id": truncated}, schema={"doc_id": pl.String}), 20),
             "chunk_settings": dg.MetadataValue.json(config.to_dict()["chunking"]),
             "preview": md_table(frame.select("chunk_id", "doc_id", "section_path", "token_count", "text"), 10),
         },
@@ -81,12 +87,14 @@ def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagSt
 
 
 @dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
-                description="No empty chunk and none over the version's max_tokens (ERROR, blocking).")
+                description="No empty chunk and none over the version's max_tokens or max_chars (ERROR, blocking).")
 def chunks_within_size(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     warehouse = store.warehouse()
     config = BuildConfig.from_dict(warehouse.version_config(context.partition_key) or {})
     bad = warehouse.frame(
         "SELECT chunk_id, doc_id, token_count, length(text) AS chars FROM chunks WHERE index_version = ? "
-        "AND (trim(text) = '' OR token_count > ?)", [context.partition_key, config.chunking.max_tokens])
+        "AND (trim(text) = '' OR token_count > ? OR length(text) > ?)",
+        [context.partition_key, config.chunking.max_tokens, config.chunking.max_chars])
     return dg.AssetCheckResult(passed=bad.is_empty(), metadata={
-        "max_tokens": config.chunking.max_tokens, "violations": len(bad), "examples": md_table(bad, 10)})
+        "max_tokens": config.chunking.max_tokens, "max_chars": config.chunking.max_chars,
+        "violations": len(bad), "examples": md_table(bad, 10)})

@@ -111,8 +111,22 @@ def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: RagSto
         "FROM documents WHERE index_version = ? GROUP BY project ORDER BY project", [version]
     ).with_columns((pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
     worst = float(rates["failure_rate"].max() or 0.0) if not rates.is_empty() else 0.0
+    over = rates.filter(pl.col("failure_rate") > FAILURE_RATE_WARN)
+    summary = ", ".join(f"{r['project']} {r['failed']}/{r['pages']} ({r['failure_rate']:.0%})" for r in over.to_dicts())
     return dg.AssetCheckResult(
         passed=worst <= FAILURE_RATE_WARN, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"worst_failure_rate": worst, "by_project": md_table(rates)},
+        metadata={"worst_failure_rate": worst, "by_project": md_table(rates),
+                  "summary": f"pages failing to parse over {FAILURE_RATE_WARN:.0%}: {summary}" if summary else "ok"},
     )
 
+
+def check_warnings(result) -> list[str]:
+    """One line per failed WARN check of a run (what the UI shows in yellow), for the CLI."""
+    lines = []
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.WARN:
+            continue
+        summary = evaluation.metadata.get("summary")
+        detail = getattr(summary, "value", summary) or "failed"
+        lines.append(f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()}: {detail}")
+    return lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 
 class BlobStore:
@@ -28,6 +29,27 @@ class BlobStore:
             tmp.write_bytes(data)
             os.replace(tmp, target)
         return digest
+
+    def put_stream(self, blocks: Iterable[bytes]) -> str:
+        """Store bytes arriving in blocks (hashed while written): memory is one block, not a file."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".incoming.{os.getpid()}.{id(blocks)}.tmp"
+        digest = hashlib.sha256()
+        try:
+            with open(tmp, "wb") as out:
+                for block in blocks:
+                    digest.update(block)
+                    out.write(block)
+            target = self.path_for(digest.hexdigest())
+            if target.exists():
+                tmp.unlink()
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return digest.hexdigest()
 
     def get(self, digest: str) -> bytes:
         data = self.path_for(digest).read_bytes()

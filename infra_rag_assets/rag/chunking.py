@@ -34,6 +34,10 @@ from typing import Any, Protocol
 from .models import PageSpan, Section
 
 CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
+# Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
+# most chunks in one document 335. The bounds leave ~2x and ~6x headroom.
+MAX_CHUNK_CHARS = 8_000
+MAX_CHUNKS_PER_DOC = 2_000
 
 # Strength of a whitespace run as a cut point; splitting at level L cuts at runs >= L.
 _WORD, _SENTENCE, _LINE, _PARAGRAPH = 1, 2, 3, 4
@@ -98,15 +102,26 @@ class ChunkSpan:
 @dataclass(frozen=True)
 class ChunkerConfig:
     """Token budgets. ``min_tokens``: a smaller piece merges into the previous chunk of the
-    same section when the merge fits ``max_tokens`` (so sections do not end in crumbs)."""
+    same section when the merge fits ``max_tokens`` (so sections do not end in crumbs).
+
+    ``max_chars`` and ``max_chunks`` bound the work a hostile page can cause: tokens alone do
+    not bound characters (a whitespace run is no token; a 100+ character word is one
+    ``[UNK]``), so a chunk longer than ``max_chars`` is cut again at whitespace (whitespace-only
+    pieces vanish); a document stops after ``max_chunks`` chunks. Both sit far above what the
+    real corpus reaches (README, "Data and parsing"), so normal pages never meet them.
+    """
 
     target_tokens: int = 256
     max_tokens: int = 256
     min_tokens: int = 16
+    max_chars: int = MAX_CHUNK_CHARS
+    max_chunks: int = MAX_CHUNKS_PER_DOC
 
     def __post_init__(self) -> None:
         if not 0 < self.target_tokens <= self.max_tokens or self.min_tokens < 0:
             raise ValueError(f"need 0 < target_tokens <= max_tokens and min_tokens >= 0: {self}")
+        if self.max_chars < 1 or self.max_chunks < 1:
+            raise ValueError(f"need max_chars >= 1 and max_chunks >= 1: {self}")
 
     def config_hash(self) -> str:
         """Short stable hash of the budgets and the chunker version (not the tokenizer)."""
@@ -128,7 +143,9 @@ def chunk_document(
         start, end = _trim(text, start, end)
         if start == end:
             continue
-        for s, e, n in _split_unit(text, start, end, counter, config):
+        for s, e, n in _bound_chars(text, _split_unit(text, start, end, counter, config), counter, config):
+            if len(chunks) >= config.max_chunks:
+                return chunks
             chunks.append(
                 ChunkSpan(
                     start=s, end=e, text=text[s:e],
@@ -138,6 +155,37 @@ def chunk_document(
                 )
             )
     return chunks
+
+
+def is_truncated(text: str, chunks: Sequence[ChunkSpan], config: ChunkerConfig) -> bool:
+    """True when ``chunk_document`` stopped at ``max_chunks`` before the end of ``text``."""
+    return len(chunks) >= config.max_chunks and bool(text[chunks[-1].end:].strip())
+
+
+def _bound_chars(
+    text: str, pieces: list[tuple[int, int, int]], counter: TokenCounter, config: ChunkerConfig
+) -> list[tuple[int, int, int]]:
+    """Cut pieces over ``max_chars`` at their last whitespace within the bound (else hard at
+    the bound); trimmed sub-slices stay exact, and whitespace-only ones are dropped."""
+    out: list[tuple[int, int, int]] = []
+    for s, e, n in pieces:
+        if e - s <= config.max_chars:
+            out.append((s, e, n))
+            continue
+        pos = s
+        while pos < e:
+            cut = min(e, pos + config.max_chars)
+            if cut < e:
+                k = cut
+                while k > pos and not text[k].isspace():
+                    k -= 1
+                cut = k if k > pos else cut
+            a, b = _trim(text, pos, cut)
+            if a < b:
+                m = counter.count(text[a:b])
+                out.extend([(a, b, m)] if m <= config.max_tokens else _hard_cut(text, a, b, counter, config.max_tokens))
+            pos = cut
+    return out
 
 
 def context_line(project: str, title: str, section_path: Sequence[str]) -> str:

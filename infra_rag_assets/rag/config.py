@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
+from .chunking import MAX_CHUNK_CHARS, MAX_CHUNKS_PER_DOC
 from .sources import Source
 
 PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
@@ -23,6 +24,8 @@ class ChunkSettings:
     max_tokens: int = 256
     min_tokens: int = 16
     context_line: bool = True
+    max_chars: int = MAX_CHUNK_CHARS  # a chunk is bounded in characters too
+    max_chunks: int = MAX_CHUNKS_PER_DOC  # a document stops there (recorded in chunks metadata)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 import polars as pl
 
-from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, text_hash
+from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, is_truncated, text_hash
 from .config import ChunkSettings
 from .models import STATUS_OK, PageSpan, Section
 
@@ -28,7 +28,8 @@ CHUNK_SCHEMA = {
 
 def chunker_config(settings: ChunkSettings) -> ChunkerConfig:
     return ChunkerConfig(target_tokens=settings.target_tokens, max_tokens=settings.max_tokens,
-                         min_tokens=settings.min_tokens)
+                         min_tokens=settings.min_tokens, max_chars=settings.max_chars,
+                         max_chunks=settings.max_chunks)
 
 
 def embed_input(context: str, text: str) -> str:
@@ -37,23 +38,29 @@ def embed_input(context: str, text: str) -> str:
 
 
 def chunk_documents(docs: Iterable[dict], counter: TokenCounter, settings: ChunkSettings,
-                    progress: Callable[[int, int], None] | None = None) -> pl.DataFrame:
-    """Chunk every ``ok`` document (duplicates and failures are not indexed)."""
+                    progress: Callable[[int, int], None] | None = None,
+                    truncated: list[str] | None = None) -> pl.DataFrame:
+    """Chunk every ``ok`` document (duplicates and failures are not indexed).
+    ``truncated`` collects the doc ids that stopped at ``max_chunks``."""
     docs = [d for d in docs if d["status"] == STATUS_OK]
     config = chunker_config(settings)
     rows: list[dict] = []
     for i, doc in enumerate(docs, 1):
-        rows.extend(_document_chunks(doc, counter, config, settings.context_line))
+        rows.extend(_document_chunks(doc, counter, config, settings.context_line, truncated))
         if progress:
             progress(i, len(docs))
     return pl.DataFrame(rows, schema=CHUNK_SCHEMA)
 
 
-def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, with_context: bool) -> list[dict]:
+def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, with_context: bool,
+                     truncated: list[str] | None = None) -> list[dict]:
     sections = [Section(**{**s, "path": tuple(s["path"])}) for s in json.loads(doc["sections_json"])]
     page_spans = [PageSpan(**p) for p in json.loads(doc["page_spans_json"])]
     rows = []
-    for chunk in chunk_document(doc["text"], sections, page_spans, counter, config):
+    spans = chunk_document(doc["text"], sections, page_spans, counter, config)
+    if truncated is not None and is_truncated(doc["text"], spans, config):
+        truncated.append(doc["doc_id"])
+    for chunk in spans:
         if is_bare_heading(chunk.text, chunk.section_path):
             continue
         digest = text_hash(chunk.text)

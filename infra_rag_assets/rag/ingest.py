@@ -6,6 +6,7 @@ The Dagster assets are thin wrappers over these, and the CLI and tests reuse the
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from typing import Callable, Iterable
@@ -14,15 +15,19 @@ import polars as pl
 
 from .blobs import BlobStore
 from .config import PIPELINE_VERSION
-from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, ParsedDocument
+from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
+from .parse.budget import PARSE_BUDGET_S, ParseWorker
 from .parse.dedup import content_hash, find_duplicates
 from .parse.dispatch import PARSERS, parse_page
 from .parse.markdown import clean_inline, decode_text, split_front_matter
 from .parse.section_index import section_listings
-from .sources import PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
+from .safe_paths import TooLarge, UnsafePath, entry_for, iter_blocks, open_entry
+from .sources import MAX_PAGE_BYTES, PageRef, Source, SourceConfigError, iter_pages, sha256_bytes
 
 Progress = Callable[[int, int], None]
-MAX_PAGE_BYTES = 50_000_000  # read cap: a larger file is recorded as too_large, never loaded
+# Longest parsed text on the real corpus: 204,632 characters (eval/measure_ingest_bounds.py).
+# ~5x that is refused as too_large: a one-line 6 MB file would otherwise become ~4,700 chunks.
+MAX_DOC_CHARS = 1_000_000
 # Near-duplicate Jaccard (word 5-shingles). Measured on the corpus: versioned API references
 # (kubelet-config v1alpha1 vs v1: 0.95) and sibling CLI command pages (0.91-0.93) are distinct
 # pages users cite and ask about; only copy-edited copies reach 0.98.
@@ -43,20 +48,33 @@ def snapshot_pages(pages: list[PageRef], blobs: BlobStore, progress: Progress | 
         rows.append(_snapshot_one(page, blobs))
         if progress:
             progress(i, len(pages))
-    return pl.DataFrame(rows, schema_overrides={"size_bytes": pl.Int64, "read_ms": pl.Float64})
+    return pl.DataFrame(rows, schema=PAGE_SCHEMA)
+
+
+PAGE_SCHEMA = {  # explicit, so a frame of zero pages still has its columns
+    **dict.fromkeys(("source", "project", "doc_id", "page_id", "rel_path", "url", "upstream", "license",
+                     "kind", "bytes_hash"), pl.String),
+    "size_bytes": pl.Int64, "fetch_status": pl.String, "fetch_reason": pl.String, "read_ms": pl.Float64,
+}
 
 
 def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
     started = time.perf_counter()
-    status, reason, digest, size = "ok", "", "", 0
-    try:
-        size = page.abs_path.stat().st_size
-        if size > MAX_PAGE_BYTES:
-            status, reason = "too_large", f"{size} bytes > {MAX_PAGE_BYTES}"
-        else:
-            digest = blobs.put(page.abs_path.read_bytes())
-    except OSError as exc:
-        status, reason = "error", f"{type(exc).__name__}: {exc}"[:300]
+    entry = page.entry or entry_for(page.source.mirror or page.abs_path.parent, page.abs_path)
+    status, reason, digest, size = entry.status, entry.reason, "", entry.size
+    if status == "ok":  # size checked on the open file before any read; bytes streamed
+        try:
+            fd, size = open_entry(entry, MAX_PAGE_BYTES)
+            try:
+                digest = blobs.put_stream(iter_blocks(fd, MAX_PAGE_BYTES))
+            finally:
+                os.close(fd)
+        except TooLarge as exc:
+            status, reason, size = "too_large", f"{exc.size} bytes > {MAX_PAGE_BYTES}", exc.size
+        except UnsafePath as exc:
+            status, reason = "error", str(exc)[:300]
+        except OSError as exc:
+            status, reason = "error", f"{type(exc).__name__}: {exc.strerror or exc}"[:300]
     return {
         "source": page.source.name, "project": page.source.project, "doc_id": page.doc_id,
         "page_id": page.page_id, "rel_path": page.rel_path, "url": page.url,
@@ -68,27 +86,29 @@ def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
 
 
 def parse_documents(pages: pl.DataFrame, blobs: BlobStore, reusable: dict[tuple[str, str], dict] | None = None,
-                    progress: Progress | None = None) -> tuple[pl.DataFrame, int]:
+                    progress: Progress | None = None, budget_s: float = PARSE_BUDGET_S) -> tuple[pl.DataFrame, int]:
     """Parse each snapshotted page (reusing earlier parses of identical bytes), then dedup.
 
     ``reusable`` maps (source bytes hash, parser@version) to a document row of an earlier
-    index version. Returns the documents frame and how many rows were reused.
+    index version. Returns the documents frame and how many rows were reused. Each parse
+    runs in a worker process under ``budget_s`` seconds (see ``parse.budget``).
     """
     reusable = reusable or {}
     rows, reused = [], 0
     records = pages.to_dicts()
     listings = section_listing_by_doc(records, blobs)
-    for i, page in enumerate(records, 1):
-        key = (page["bytes_hash"], parser_tag(page["kind"]))
-        listing = listings.get(page["doc_id"], "")
-        if page["bytes_hash"] and key in reusable and not listing:  # a listing depends on other pages
-            row = {**reusable[key], **_identity(page)}
-            reused += 1
-        else:
-            row = _parse_one(page, blobs, listing)
-        rows.append(row)
-        if progress:
-            progress(i, len(records))
+    with ParseWorker(budget_s) as worker:
+        for i, page in enumerate(records, 1):
+            key = (page["bytes_hash"], parser_tag(page["kind"]))
+            listing = listings.get(page["doc_id"], "")
+            if page["bytes_hash"] and key in reusable and not listing:  # a listing depends on other pages
+                row = {**reusable[key], **_identity(page)}
+                reused += 1
+            else:
+                row = _parse_one(page, blobs, listing, worker)
+            rows.append(row)
+            if progress:
+                progress(i, len(records))
     _mark_duplicates(rows)
     return pl.DataFrame(rows, schema_overrides={"char_count": pl.Int64, "parse_ms": pl.Float64,
                                                 "section_count": pl.Int32}), reused
@@ -122,14 +142,19 @@ def front_matter(raw: bytes) -> dict:
     return split_front_matter(decode_text(raw)[0])[0]
 
 
-def _parse_one(page: dict, blobs: BlobStore, listing: str = "") -> dict:
+def _parse_one(page: dict, blobs: BlobStore, listing: str = "", worker: ParseWorker | None = None) -> dict:
     started = time.perf_counter()
     if page["fetch_status"] != "ok":
         doc = ParsedDocument(text="", title="", status=page["fetch_status"] or STATUS_ERROR,
                              reason=f"not fetched: {page['fetch_reason']}")
     else:
-        doc = parse_page(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"],
-                         appendix=listing)
+        parse = worker.parse if worker else parse_page
+        doc = parse(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"],
+                    appendix=listing)
+        if len(doc.text) > MAX_DOC_CHARS:  # refused whole: a cut document would cite half a page
+            doc = ParsedDocument(text="", title=doc.title, status=STATUS_TOO_LARGE, parser=doc.parser,
+                                 parser_version=doc.parser_version,
+                                 reason=f"parsed text has {len(doc.text)} characters > {MAX_DOC_CHARS}")
     return _document_row(page, doc, (time.perf_counter() - started) * 1000)
 
 

@@ -7,20 +7,31 @@ URL list) under the data home, so the rest of the pipeline always reads a folder
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
+import string
 import subprocess
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import yaml
+
+from .safe_paths import Entry, hash_entry, walk_mirror
 
 KINDS = {"markdown_tree": (".md", ".markdown"), "html_pages": (".html", ".htm"), "pdf_files": (".pdf",)}
 PROJECTS = {"kubernetes", "prometheus", "argocd", "cncf"}
 _ENV_PATTERN = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+REQUIRED_KEYS = ("name", "project", "kind", "license", "url_template")
+SOURCE_KEYS = (*REQUIRED_KEYS, "mirror", "upstream")
+UPSTREAM_KEYS = ("git", "commit", "subpath", "files", "urls")
+TOP_KEYS = ("sources",)
+PLACEHOLDERS = ("page_path", "upstream_path")
+MAX_PAGE_BYTES = 50_000_000  # read cap: a larger file is recorded as too_large, never loaded
 
 
 class SourceConfigError(ValueError):
@@ -39,7 +50,9 @@ class Source:
 
     def url_for(self, rel_path: str) -> str:
         upstream_path = (self.upstream.get("files") or {}).get(rel_path, rel_path)
-        url = self.url_template.format(page_path=page_path(rel_path), upstream_path=upstream_path)
+        # File names with spaces or ``&?#%`` must not end or split the URL: values are encoded.
+        url = self.url_template.format(page_path=quote(page_path(rel_path), safe="/"),
+                                       upstream_path=quote(upstream_path, safe="/"))
         return re.sub(r"(?<!:)/{2,}", "/", url)  # the top index page has an empty page_path
 
     def upstream_ref(self) -> str:
@@ -55,6 +68,7 @@ class PageRef:
     source: Source
     rel_path: str
     abs_path: Path
+    entry: Entry | None = field(default=None, hash=False, compare=False)  # how to read it safely
 
     @property
     def page_id(self) -> str:
@@ -105,30 +119,84 @@ def read_yaml_list(path: Path | str, key: str, error: type[Exception] = ValueErr
 
 
 def load_sources(path: Path | str) -> list[Source]:
-    """Parse and validate sources.yaml; relative mirrors resolve against the file's folder."""
+    """Parse and validate sources.yaml as a whole; relative mirrors resolve against its folder.
+
+    Every problem of the file (unknown keys with a "did you mean", missing fields, bad
+    kinds, unknown URL placeholders, duplicate names) is collected into one one-line error,
+    so a typo is reported before anything is registered or read.
+    """
     path = Path(path)
     entries = read_yaml_list(path, "sources", SourceConfigError, what="sources file")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    problems = unknown_keys(raw, TOP_KEYS, "top level")
     sources, names = [], set()
     for i, entry in enumerate(entries):
-        source = _source_from_entry(entry, i, path.parent)
+        try:
+            source = _source_from_entry(entry, i, path.parent)
+        except SourceConfigError as exc:
+            problems.append(str(exc))
+            continue
         if source.name in names:
-            raise SourceConfigError(f"{path}: duplicate source name {source.name!r}")
+            problems.append(f"duplicate source name {source.name!r}")
         names.add(source.name)
         sources.append(source)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise SourceConfigError(f"{path}: " + "; ".join(problems[:5]) + more)
     return sources
+
+
+def unknown_keys(mapping: object, known: tuple[str, ...], where: str) -> list[str]:
+    """One message per key not in ``known``, with the closest known key when there is one."""
+    if not isinstance(mapping, dict):
+        return []
+    out = []
+    for key in mapping:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+            out.append(f"{where}: unknown key {key!r}{hint}")
+    return out
+
+
+def check_url_template(template: str) -> str:
+    """The problem with a URL template ('' when fine): only known named placeholders."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        return f"url_template is not a valid template ({exc})"
+    for name in fields:
+        if name not in PLACEHOLDERS:
+            close = difflib.get_close_matches(name, PLACEHOLDERS, n=1, cutoff=0.6)
+            hint = f"did you mean {{{close[0]}}}? " if close else ""
+            return (f"url_template has unknown placeholder {{{name}}} ({hint}known: "
+                    + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + ")")
+    return ""
 
 
 def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
     where = f"source #{index + 1}"
     if not isinstance(entry, dict):
         raise SourceConfigError(f"{where}: expected a mapping")
-    missing = [k for k in ("name", "project", "kind", "license", "url_template") if not entry.get(k)]
+    if entry.get("name"):
+        where = f"{where} ({entry['name']})"
+    problems = unknown_keys(entry, SOURCE_KEYS, where)
+    upstream = entry.get("upstream") or {}
+    if not isinstance(upstream, dict):
+        problems.append(f"{where}: upstream must be a mapping")
+        upstream = {}
+    problems += unknown_keys(upstream, UPSTREAM_KEYS, f"{where} upstream")
+    missing = [k for k in REQUIRED_KEYS if not entry.get(k)]
     if missing:
-        raise SourceConfigError(f"{where}: missing {', '.join(missing)}")
-    if entry["kind"] not in KINDS:
-        raise SourceConfigError(f"{where} ({entry['name']}): kind must be one of {sorted(KINDS)}")
-    if entry["project"] not in PROJECTS:
-        raise SourceConfigError(f"{where} ({entry['name']}): project must be one of {sorted(PROJECTS)}")
+        problems.append(f"{where}: missing {', '.join(missing)}")
+    if entry.get("kind") and entry["kind"] not in KINDS:
+        problems.append(f"{where}: kind must be one of {sorted(KINDS)}")
+    if entry.get("project") and entry["project"] not in PROJECTS:
+        problems.append(f"{where}: project must be one of {sorted(PROJECTS)}")
+    if entry.get("url_template") and (problem := check_url_template(str(entry["url_template"]))):
+        problems.append(f"{where}: {problem}")
+    if problems:
+        raise SourceConfigError("; ".join(problems))
     mirror = entry.get("mirror")
     mirror_path = None
     if mirror:
@@ -137,19 +205,34 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
     return Source(
         name=str(entry["name"]), project=entry["project"], kind=entry["kind"],
         license=str(entry["license"]), url_template=str(entry["url_template"]),
-        mirror=mirror_path, upstream=dict(entry.get("upstream") or {}),
+        mirror=mirror_path, upstream=dict(upstream),
     )
 
 
 def iter_pages(source: Source, root: Path | None = None) -> Iterator[PageRef]:
-    """Every file of the source's kind under its mirror, in a stable (sorted) order."""
+    """Every entry of the source's kind under its mirror, sorted; see ``safe_paths``.
+
+    Symlinks out of the mirror, loops and non-regular files come back as entries with a
+    status (one each) and are never read. A mirror with no entry at all is a config error.
+    """
     root = root or source.mirror
-    if root is None or not root.is_dir():
+    if root is None:
+        raise SourceConfigError(f"source {source.name!r}: no 'mirror:' folder configured")
+    if not root.is_dir():
         raise SourceConfigError(f"source {source.name!r}: mirror folder not found: {root}")
-    suffixes = KINDS[source.kind]
-    for abs_path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if abs_path.suffix.lower() in suffixes:
-            yield PageRef(source, abs_path.relative_to(root).as_posix(), abs_path)
+    entries = list(walk_mirror(root, KINDS[source.kind]))
+    if not any(e.status == "ok" for e in entries):  # /etc: no page, just a folder symlink
+        refused = f" ({len(entries)} entries refused or skipped)" if entries else ""
+        raise SourceConfigError(f"source {source.name!r}: mirror {root} has no readable "
+                                f"{'/'.join(KINDS[source.kind])} files (zero pages){refused}")
+    for entry in entries:
+        yield PageRef(source, entry.rel_path, root / entry.rel_path, entry)
+
+
+def check_sources(sources: list[Source]) -> None:
+    """Fail with one line naming the source when a mirror is missing or yields zero pages."""
+    for source in sources:
+        next(iter_pages(source))
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -157,10 +240,18 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def mirror_fingerprint(source: Source) -> str:
-    """Hash of (path, bytes hash) over the mirror: changes exactly when a page changes."""
+    """Hash of (path, bytes hash) over the mirror: changes exactly when a page changes.
+
+    Bytes are hashed in fixed-size blocks; a file over the read cap contributes its size and
+    an unreadable entry its reason (neither is read), so memory stays flat for any file.
+    """
     digest = hashlib.sha256(source.name.encode())
     for page in iter_pages(source):
-        digest.update(page.rel_path.encode() + b"\0" + sha256_bytes(page.abs_path.read_bytes()).encode())
+        try:
+            token = hash_entry(page.entry, MAX_PAGE_BYTES)
+        except OSError as exc:
+            token = f"{page.entry.status}:{page.entry.reason or exc}"
+        digest.update(page.rel_path.encode() + b"\0" + token.encode())
     return digest.hexdigest()
 
 

@@ -19,7 +19,7 @@ from .markdown import page_kind, title_from_path
 from .sections import build_sections, ensure_title, has_prose, iter_headings, split_fenced
 
 PARSER_NAME = "html"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: a <form>/<a> wrapping <main> is not navigation
 
 # Fewer words than this outside links and page chrome means there is nothing to read.
 MIN_PROSE_WORDS = 5
@@ -106,10 +106,20 @@ def prose_word_count(tree: Any) -> int:
     """
     body = copy.deepcopy(tree)
     for element in body.xpath(" | ".join(f"//{tag}" for tag in _CHROME_TAGS)):
+        if _wraps_content(element):
+            continue  # a <form> or <a> around the whole <main> (ASP.NET, link-card pages) is no menu
         element.drop_tree()  # keeps the element's tail text, which is not part of it
     body_el = body.find(".//body")
     text = (body_el if body_el is not None else body).text_content()
     return sum(1 for word in text.split() if any(ch.isalnum() for ch in word))
+
+
+def _wraps_content(element: Any) -> bool:
+    if element.tag in ("script", "style", "template", "noscript"):
+        return False
+    if element.xpath(".//main | .//article | .//*[@role='main']"):
+        return True
+    return element.tag in ("form", "a") and bool(element.xpath(".//p"))
 
 
 def heading_ids(tree: Any) -> dict[str, str]:

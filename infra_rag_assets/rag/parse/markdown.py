@@ -29,10 +29,11 @@ from .sections import (
 )
 
 PARSER_NAME = "markdown"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: unclosed front matter never reaches the text
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 _FRONT_MATTER_RE = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?\n)?\1[ \t]*(?:\n|\Z)", re.DOTALL)
+_OPEN_FENCE_RE = re.compile(r"\A(---|\+\+\+)[ \t]*\n")
 _SIMPLE_FIELD_RE = re.compile(r"^(title|description|content_type):[ \t]*(\S.*)$", re.MULTILINE)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 _HIDDEN_SHORTCODE_RE = re.compile(
@@ -135,7 +136,7 @@ def split_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
     """Return ``(metadata, body, problem)``; a malformed block is dropped, never fatal."""
     match = _FRONT_MATTER_RE.match(source)
     if not match:
-        return {}, source, ""
+        return _unclosed_front_matter(source)
     block, body = match.group(2) or "", source[match.end():]
     try:
         meta = tomllib.loads(block) if match.group(1) == "+++" else yaml.load(block, Loader=_YAML_LOADER)
@@ -147,6 +148,22 @@ def split_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
     if not isinstance(meta, dict):
         return {}, body, "malformed front matter ignored: not a mapping"
     return meta, body, ""
+
+
+def _unclosed_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
+    """A block opened by ``---``/``+++`` that never closes: its lines (up to the first blank
+    line) are dropped from the body, so keys like ``weight: 3`` never read as prose; plain
+    ``title:``-style fields are still salvaged. A fence followed by a blank line is a rule."""
+    opening = _OPEN_FENCE_RE.match(source)
+    if not opening:
+        return {}, source, ""
+    rest = source[opening.end():]
+    if not rest.split("\n", 1)[0].strip():
+        return {}, source, ""
+    block, blank, body = rest.partition("\n\n")
+    lines = len(block.strip("\n").split("\n"))
+    return (_salvage_fields(block), body if blank else "",
+            f"unclosed front matter (no closing {opening.group(1)}): {lines} lines dropped")
 
 
 def _salvage_fields(block: str) -> dict[str, str]:
