@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from infra_rag_assets.rag.engine import QueryEngine
 from infra_rag_assets.rag.home import DataHome
 
@@ -29,3 +31,27 @@ def test_concurrent_searches_match_sequential_ones(built_index):
     assert len(got) == len(work)
     for item, signature in got:
         assert signature == expected[item], item
+
+
+def test_a_replica_serves_from_a_read_only_data_home(built_index, tmp_path):
+    """Replicas share one release without writing to it or locking it: the whole data home is
+    mounted read-only (a bind mount; needs root, as in CI) and the engine still opens and searches."""
+    import shutil
+    import subprocess
+
+    source = tmp_path / "home"
+    shutil.copytree(built_index["home"], source)
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(source), str(mount)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here (needs root): {bound.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True, capture_output=True)
+        with pytest.raises(OSError):
+            (mount / "probe").write_text("x")
+        engine = QueryEngine(DataHome.at(mount), built_index["version"])
+        for config in ("hybrid-page", "lexical", "dense"):
+            assert engine.search("How does maxSurge work?", config=config, k=3).hits
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -112,7 +112,7 @@ class QueryEngine:
             if mode != "lexical" and self._vector is None:
                 self._vector = VectorSearcher.open(self.home.vectors_uri(), self.version, self.embedder)
             if mode != "dense" and self._lexical is None:
-                self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version)
+                self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version, private_copy=True)
             return self._vector, self._lexical
 
     def _page_searcher(self, config: RetrievalConfig) -> Any:
@@ -120,7 +120,7 @@ class QueryEngine:
         from .lexical_store import open_page_searcher
 
         if config.uses_page_index and self._pages is None:
-            self._pages = open_page_searcher(self.home.tantivy_root() / self.version) or False
+            self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False
         return self._pages or None
 
     def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:

@@ -226,8 +226,13 @@ class LexicalSearcher:
         self.manifest = manifest
 
     @classmethod
-    def open(cls, final_dir: Path) -> LexicalSearcher:
+    def open(cls, final_dir: Path, *, private_copy: bool = False) -> LexicalSearcher:
+        """``private_copy``: search a process-private copy of the (small, immutable) index, as
+        serving does. Tantivy takes a lock file in the index directory even to open it for
+        reading, which fails on a read-only mount and is shared state between replicas."""
         final_dir = Path(final_dir)
+        if private_copy:
+            return cls._open_private(final_dir)
         manifest = json.loads((final_dir / MANIFEST_NAME).read_text())
         if manifest.get("analyzer_version") != ANALYZER_VERSION:
             raise ValueError(
@@ -237,6 +242,17 @@ class LexicalSearcher:
         index = tantivy.Index.open(str(final_dir))
         index.config_reader(reload_policy="manual")  # the directory never changes in place
         return cls(index, manifest)
+
+    @classmethod
+    def _open_private(cls, final_dir: Path) -> LexicalSearcher:
+        import tempfile
+        import weakref
+
+        copy = Path(tempfile.mkdtemp(prefix="infra-rag-tantivy-")) / final_dir.name
+        shutil.copytree(final_dir, copy, ignore=shutil.ignore_patterns("*.lock", ".staging-*", ".old-*"))
+        searcher = cls.open(copy)
+        weakref.finalize(searcher, shutil.rmtree, copy.parent, True)
+        return searcher
 
     def doc_count(self) -> int:
         return self._searcher.num_docs
@@ -297,9 +313,11 @@ def has_page_index(chunk_index_dir: Path) -> bool:
     return (page_index_dir(chunk_index_dir) / MANIFEST_NAME).is_file()
 
 
-def open_page_searcher(chunk_index_dir: Path) -> LexicalSearcher | None:
+def open_page_searcher(chunk_index_dir: Path, *, private_copy: bool = False) -> LexicalSearcher | None:
     """The version's page index, or None for versions built before page indexes existed."""
-    return LexicalSearcher.open(page_index_dir(chunk_index_dir)) if has_page_index(chunk_index_dir) else None
+    if not has_page_index(chunk_index_dir):
+        return None
+    return LexicalSearcher.open(page_index_dir(chunk_index_dir), private_copy=private_copy)
 
 
 def page_docs(chunks: Iterable[dict]) -> list[LexicalDoc]:
