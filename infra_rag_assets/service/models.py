@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..rag.answer import Citation
 from ..rag.engine import MODE_CONFIGS
 from ..rag.questions import MAX_QUESTION_CHARS, clean_question
 from ..rag.retrieval_config import NAMED_CONFIGS
@@ -72,26 +73,13 @@ class SearchResponse(BaseModel):
     latency_ms: float
 
 
-class CitationModel(BaseModel):
-    passage_number: int
-    chunk_id: str
-    doc_id: str
-    url: str
-    cited_text: str
-    chunk_start: int
-    chunk_end: int
-    doc_start: int
-    doc_end: int
-    match: str
-
-
 class AnswerResponse(BaseModel):
     version: str
     config: str
     trace_id: str
     question: str
     text: str
-    citations: list[CitationModel]
+    citations: list[Citation]  # the library's dataclass: one definition of a citation
     outcome: str
     method: str
     model: str
