@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,13 +43,13 @@ def _free_port() -> int:
 class Server:
     """`python -m infra_rag_assets serve` in its own process group, stopped at teardown."""
 
-    def __init__(self, home: Path, workers: int, log: Path):
+    def __init__(self, home: Path, workers: int, log: Path, poll_s: float = 0.3):
         self.port, self.log = _free_port(), log
         env = {**os.environ, "INFRA_RAG_HOME": str(home)}
         env.pop("ANTHROPIC_API_KEY", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(self.port), "--workers", str(workers),
-             "--release-poll", "0.3"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+             "--release-poll", str(poll_s)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
             start_new_session=True)
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -132,12 +133,17 @@ def test_two_workers_hold_concurrent_load_beside_a_cli_batch(released_home, tmp_
 
 
 def test_release_switch_during_load_loses_no_request(released_home, tmp_path, built_index):
+    """Switched by SIGHUP (the poll interval is an hour), then back by a rollback seen by polling."""
     second = _build_second_version(released_home, built_index)
-    server = Server(released_home.root, workers=1, log=tmp_path / "server.log")
+    server = Server(released_home.root, workers=1, log=tmp_path / "server.log", poll_s=3600)
+
+    def release_and_signal() -> None:
+        releases.record(released_home.warehouse(), second, "release", reason="switch under load")
+        os.kill(server.proc.pid, signal.SIGHUP)
+
     try:
         assert server.wait_ready()["version"] == built_index["version"]
-        switch = threading.Timer(4.0, lambda: releases.record(released_home.warehouse(), second, "release",
-                                                              reason="switch under load"))
+        switch = threading.Timer(4.0, release_and_signal)
         switch.start()
         result = run_load(server.url, _requests(600, 0), concurrency=8)
         switch.join()
@@ -150,7 +156,19 @@ def test_release_switch_during_load_loses_no_request(released_home, tmp_path, bu
     first_new = versions.index(second)
     late_old = [v for v in versions[first_new + 8:] if v != second]  # at most the in-flight ones finish on the old
     assert not late_old, f"{len(late_old)} responses from the old version after the switch"
-    assert health["version"] == second and health["checks"]["load"]["release_switches"] >= 2
+    assert health["version"] == second and health["checks"]["load"]["release_switches"] == 2
+
+    from fastapi.testclient import TestClient
+
+    from infra_rag_assets.service import ServiceSettings, create_app
+
+    with TestClient(create_app(released_home, ServiceSettings(poll_s=0.2))) as http:
+        assert http.post("/search", json={"question": "What is a Pod?"}).json()["version"] == second
+        releases.rollback(released_home.warehouse(), reason="back")
+        deadline = time.monotonic() + 30
+        while http.app.state.serving.current.version != built_index["version"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert http.post("/search", json={"question": "What is a Pod?"}).json()["version"] == built_index["version"]
 
 
 def _build_second_version(home: DataHome, built_index: dict) -> str:
