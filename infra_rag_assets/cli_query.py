@@ -177,6 +177,10 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
     from .rag.engine import VersionNotFound, resolve_version
 
     home = obj["store"].data_home()
+    if not home.release_pointer().exists() and (home.root / "warehouse.duckdb").exists():
+        from .rag.releases import publish_pointer
+
+        publish_pointer(home.warehouse())  # a home released before the pointer existed: publish it once
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
@@ -188,3 +192,27 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
     console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s))")
     uvicorn.run("infra_rag_assets.service:app_from_env", factory=True, host=host, port=port, workers=workers,
                 log_level="info", timeout_graceful_shutdown=10)
+
+
+@main.command()
+@click.option("--version", "versions", multiple=True, help="index version (repeatable; default: every built one)")
+@click.pass_obj
+@friendly_errors
+def snapshot(obj, versions) -> None:
+    """Write serving snapshots from the warehouse (for versions built before snapshots existed).
+
+    `lexical_index` writes a version's snapshot as part of every build; this re-derives it
+    without rebuilding any index, and republishes the release pointer."""
+    from .rag.releases import publish_pointer
+    from .rag.serving_snapshot import snapshot_from_warehouse
+
+    home = obj["store"].data_home()
+    warehouse = home.warehouse()
+    built = [v for (v,) in warehouse.rows("SELECT DISTINCT index_version FROM chunks ORDER BY 1")]
+    for version in versions or built:
+        if version not in built:
+            raise UserError(f"index version {version!r} has no chunks in the warehouse")
+        manifest = snapshot_from_warehouse(home, version)
+        out.print(f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}")
+    pointer = publish_pointer(warehouse)
+    console.print(f"release pointer: {pointer['current'] or 'nothing released'}")

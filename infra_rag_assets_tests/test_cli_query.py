@@ -105,3 +105,14 @@ def test_batch_on_a_directory_and_a_bom_file(run, tmp_path):
     result = run("search", "--batch", str(bom), "--k", "2")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.splitlines()[0])["id"] == 7
+
+
+def test_snapshot_rederives_serving_files_for_an_old_home(run, fresh_home, built_index):
+    import shutil
+
+    shutil.rmtree(fresh_home / "serving")  # a home built before serving snapshots existed
+    refused = run("search", "What is a Pod?")
+    assert refused.exit_code == 2 and "no built index version yet" in refused.output
+    made = run("snapshot")
+    assert made.exit_code == 0 and f"{built_index['version']}:" in made.stdout
+    assert run("search", "What is a Pod?", "--json").exit_code == 0

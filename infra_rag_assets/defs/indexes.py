@@ -1,7 +1,6 @@
 """vectors (LanceDB) and lexical_index (Tantivy) for one index version, plus parity checks."""
 
 import time
-from datetime import timezone
 
 import polars as pl
 
@@ -9,7 +8,7 @@ import dagster as dg
 
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import embed_input
-from ..rag.serving_snapshot import SnapshotManifest, snapshot_dir, write_snapshot
+from ..rag.serving_snapshot import snapshot_dir, snapshot_from_warehouse
 from .partitions import index_version
 from .resources import EmbedderResource, RagStore
 
@@ -108,7 +107,8 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     count = build_index(target, docs)
     # Pages last: a reader that finds the page index also finds the chunk index it belongs to.
     page_count = build_index(page_index_dir(target), page_docs(frame.iter_rows(named=True)))
-    snapshot = _write_serving_snapshot(store, version, frame)
+    # Last, after both indexes: a reader that finds the manifest finds everything it names.
+    snapshot = snapshot_from_warehouse(store.data_home(), version, frame.iter_rows(named=True))
     return dg.MaterializeResult(
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
                   "page_documents": page_count,
@@ -119,15 +119,6 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
                   "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0)},
         data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
     )
-
-
-def _write_serving_snapshot(store: RagStore, version: str, frame: pl.DataFrame) -> SnapshotManifest:
-    """Last, after both indexes: a reader that finds the manifest finds everything it names."""
-    warehouse = store.warehouse()
-    created = warehouse.rows("SELECT created_at FROM index_versions WHERE index_version = ?", [version])
-    return write_snapshot(store.data_home().serving_root(), version, frame.iter_rows(named=True),
-                          warehouse.version_config(version) or {},
-                          created_at=created[0][0].replace(tzinfo=timezone.utc) if created else None)
 
 
 def _chunk_count(store: RagStore, version: str) -> int:

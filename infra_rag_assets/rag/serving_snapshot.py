@@ -87,6 +87,21 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
     return manifest
 
 
+def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str, Any]] | None = None
+                            ) -> SnapshotManifest:
+    """Write ``version``'s snapshot from the build warehouse (its chunks, config and creation
+    time). ``rows``: the version's chunk rows when the caller has them loaded already."""
+    warehouse = home.warehouse()
+    created = warehouse.rows("SELECT created_at FROM index_versions WHERE index_version = ?", [version])
+    if not created:
+        raise ValueError(f"index version {version!r} is not registered in {warehouse.path}")
+    if rows is None:
+        rows = warehouse.frame(f"SELECT {', '.join(CATALOG_FIELDS)} FROM chunks WHERE index_version = ? "
+                               "ORDER BY chunk_id", [version]).iter_rows(named=True)
+    return write_snapshot(home.serving_root(), version, rows, warehouse.version_config(version) or {},
+                          created_at=created[0][0].replace(tzinfo=timezone.utc))
+
+
 def _schema() -> pa.Schema:
     text = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path", "text",
             "page_kind")
