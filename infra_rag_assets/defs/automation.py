@@ -1,5 +1,5 @@
 """Freshness: a sensor that fingerprints every source and builds a new index version when
-(and only when) something changed; the reindex job it triggers runs the whole chain."""
+(and only when) something changed; the reindex job it triggers (defs/jobs.py) runs the whole chain."""
 
 import dagster as dg
 
@@ -7,17 +7,10 @@ from ..rag.config import sources_fingerprint
 from .partitions import index_version
 from .resources import BuildSettings, RagStore
 
-BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "eval_run", "release"]
-
-reindex_job = dg.define_asset_job(
-    name="reindex",
-    selection=dg.AssetSelection.assets(*BUILD_CHAIN),
-    description="Build, evaluate and (if the gates pass) release one index version end to end.",
-)
 
 
 @dg.sensor(
-    job=reindex_job,
+    job_name="reindex",  # defined in defs/jobs.py from the asset graph
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.STOPPED,
     description="Hourly: hash every mirror file (git commit / HTTP sources are pinned in sources.yaml). "
