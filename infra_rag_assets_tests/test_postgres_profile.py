@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,7 +94,10 @@ def _steps(site, run_id: str, step: str) -> dict[str, float]:
 
 @pytest.fixture
 def daemon(site):
-    proc = subprocess.Popen([sys.executable, "-m", "dagster", "daemon", "run", "-w", str(ROOT / "workspace.yaml")],
+    # The dagster-daemon script installed beside this interpreter (it has no `python -m` form).
+    script = Path(sys.executable).with_name("dagster-daemon")
+    proc = subprocess.Popen([str(script) if script.exists() else "dagster-daemon", "run",
+                             "-w", str(ROOT / "workspace.yaml")],
                             env=site["env"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     yield proc
@@ -142,16 +146,13 @@ def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon
     assert partitions == set(versions)
 
 
-def _worker_pid(run_id: str) -> int | None:
-    """The run worker process (``dagster api execute_run`` with this run id in its arguments)."""
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "execute_run" in cmdline and run_id in cmdline:
-                return int(proc.name)
+def _worker_pid(site, run_id: str) -> int | None:
+    """The run worker's pid, from the engine event it logs when it starts."""
+    for (event,) in _sql(site, "SELECT event FROM event_logs WHERE run_id = %s AND "
+                         "dagster_event_type = 'ENGINE_EVENT' ORDER BY id", (run_id,)):
+        found = re.search(r"Started process for run \(pid: (\d+)\)", event)
+        if found:
+            return int(found.group(1))
     return None
 
 
@@ -161,7 +162,7 @@ def test_killed_run_worker_is_failed_and_its_pool_slot_freed(site, daemon):
     _wait(lambda: _steps(site, run_id, "vectors").get("STEP_START"), "the vectors step to start", daemon=daemon)
     holder = _sql(site, "SELECT run_id FROM concurrency_slots WHERE concurrency_key = 'lancedb_writer'")
     assert holder == [(run_id,)], f"the vectors step should hold the lancedb_writer slot: {holder}"
-    pid = _wait(lambda: _worker_pid(run_id), "the run worker process", timeout=30)
+    pid = _wait(lambda: _worker_pid(site, run_id), "the run worker pid", timeout=30)
     os.kill(pid, signal.SIGKILL)
 
     _wait(lambda: _runs(site)[run_id][1] == "FAILURE", "the killed run to be marked failed", daemon=daemon)
