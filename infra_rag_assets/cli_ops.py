@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -115,3 +116,33 @@ def _print_chain(chain: dict) -> None:
         out.print(f"[bold]source page[/] {h['url']}  {h['rel_path']}  sha256 {h['bytes_hash']}  "
                   f"{h['size_bytes']} bytes  {h['upstream']}  {h['license']}")
     console.print("[dim]the same facts are in the Dagster UI: eval_run and release metadata, asset lineage[/]")
+
+
+@main.command()
+@click.option("--port", default=3000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.pass_obj
+@friendly_errors
+def ui(obj, port, host) -> None:
+    """Open the Dagster UI (`dagster dev -w workspace.yaml`) on the CLI's instance and data home.
+
+    DAGSTER_HOME, INFRA_RAG_HOME and INFRA_RAG_SOURCES are set exactly as `infra-rag build` sets
+    them, so the UI shows the CLI's runs, versions and materializations (and its daemon runs
+    queued `--submit` builds, schedules and sensors).
+    """
+    import os
+    import sys
+
+    from .builds import ensure_dagster_home
+    from .defs.resources import PROJECT_ROOT
+
+    dagster_home = ensure_dagster_home(obj["store"]).resolve()
+    os.environ["DAGSTER_HOME"] = str(dagster_home)  # absolute: dagster dev runs from the project root
+    os.environ["INFRA_RAG_HOME"] = str(obj["store"].root.resolve())
+    os.environ["INFRA_RAG_SOURCES"] = str(Path(obj["settings"].sources_file).resolve())
+    console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, "
+                  f"INFRA_RAG_HOME={os.environ['INFRA_RAG_HOME']}")
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+               "--host", host, "--port", str(port)]
+    os.chdir(PROJECT_ROOT)
+    os.execv(sys.executable, command)
