@@ -113,7 +113,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     """
     job_name, subset = job_for(stages)
     release_dead_builds(instance)
-    tags = {**(tags or {}), "dagster/partition": version, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    tags = {**(tags or {}), "dagster/partition": version, "infra_rag/inprocess": "1", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     run_config = dict(run_config or {})
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
@@ -121,6 +121,23 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
     return dg.execute_job(job, instance, run_config=run_config, tags=tags, raise_on_error=False,
                           asset_selection=[dg.AssetKey(s) for s in subset] if subset else None)
+
+
+def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, version: str = "",
+                   reason: str = "", tags: dict[str, str] | None = None) -> dg.JobExecutionResult:
+    """Run the ``release_version`` (action "release") or ``rollback`` job in-process.
+
+    Either materializes ``serving_release``, which moves what serves only through
+    ``rag.releases.record`` / ``rag.releases.rollback``.
+    """
+    job_name = {"release": "release_version", "rollback": "rollback"}[action]
+    config = {"action": action, "reason": reason, **({"version": version} if action == "release" else {})}
+    run_config = {"ops": {"serving_release": {"config": config}},
+                  "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
+                  "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    return dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
+                          tags={**(tags or {}), "infra_rag/inprocess": "1"})
 
 
 def submit_build(version: str, through: str, store: RagStore, settings: BuildSettings,

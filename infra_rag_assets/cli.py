@@ -108,6 +108,11 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
         finally:
             watcher.stop()
         failures = _failures(result)
+        if not failures and result.asset_materializations_for_node("release"):
+            from .builds import change_serving
+
+            served = change_serving(instance, store, "release", version, tags={"infra_rag/origin": "cli"})
+            failures = "" if served.success else f"serving_release: {_failures(served)}"
     if failures:
         raise UserError(f"build of {version} failed: {failures}")
     out.print(version)

@@ -24,8 +24,8 @@ def _instance(obj):
 @click.pass_obj
 @friendly_errors
 def release_cmd(obj, version) -> None:
-    """Promote VERSION through the release asset (its critical gates must pass)."""
-    from .builds import materialize_version
+    """Approve VERSION (release asset: critical gates re-checked), then serve it (release_version job)."""
+    from .builds import change_serving, materialize_version
 
     warehouse = obj["store"].warehouse()
     if not warehouse.rows("SELECT 1 FROM eval_metrics WHERE index_version = ? LIMIT 1", [version]):
@@ -33,6 +33,8 @@ def release_cmd(obj, version) -> None:
     with _instance(obj) as instance:
         result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
                                      tags={"infra_rag/origin": "cli-release"})
+        if result.success:
+            result = change_serving(instance, obj["store"], "release", version, tags={"infra_rag/origin": "cli-release"})
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
         message = failure.step_failure_data.error.message.strip().splitlines()[0] if failure else "failed"
@@ -45,10 +47,18 @@ def release_cmd(obj, version) -> None:
 @click.pass_obj
 @friendly_errors
 def rollback(obj, reason) -> None:
-    """Serve the previously released version again (recorded as a new event; nothing deleted)."""
+    """Serve the previously released version again (the rollback job: a new event; nothing deleted)."""
+    from .builds import change_serving
     from .rag import releases
 
-    event = releases.rollback(obj["store"].warehouse(), reason=reason)
+    releases.rollback_target(obj["store"].warehouse())  # nothing to roll back to: a one-line error, no run
+    with _instance(obj) as instance:
+        result = change_serving(instance, obj["store"], "rollback", reason=reason, tags={"infra_rag/origin": "cli"})
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        raise UserError(f"rollback failed: {failure.step_failure_data.error.message.strip().splitlines()[0]}"
+                        if failure else "rollback failed")
+    event = releases.history(obj["store"].warehouse())[-1]
     out.print(f"rolled back: {event.previous_version} → {event.index_version}")
 
 

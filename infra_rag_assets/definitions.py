@@ -10,7 +10,7 @@ from .defs import automation, chunks, documents, evaluation, indexes, jobs, mode
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          evaluation.eval_run, release.release, models.domain_model]
+          evaluation.eval_run, release.release, release.serving_release, models.domain_model]
 
 defs = dg.Definitions(
     assets=ASSETS,
@@ -20,8 +20,8 @@ defs = dg.Definitions(
         indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
         evaluation.critical_gates, evaluation.warning_gates, operations.release_canary,
     ],
-    jobs=[*jobs.build_jobs(ASSETS), operations.canary_job],
+    jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],
-    sensors=[automation.sources_changed],
+    sensors=[automation.sources_changed, automation.serve_approved_builds],
     resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )
