@@ -158,7 +158,7 @@ def submit_build(version: str, through: str, store: RagStore, settings: BuildSet
     run_id = str(uuid.uuid4())
     config = {"resources": resource_run_config(store, settings, None)}
     command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-               "-j", build_job_name(through), "--run-id", run_id,
+               "-l", "infra_rag_assets", "-j", build_job_name(through), "--run-id", run_id,
                "--tags", json.dumps({**tags, "dagster/partition": version}), "--config-json", json.dumps(config)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
     if done.returncode != 0:

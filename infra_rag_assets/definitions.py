@@ -1,16 +1,19 @@
 """The code location: every asset, check, job, sensor and resource of infra_rag_assets.
 
+``domain_model`` (a ~30 min fine-tune) lives in its own location, definitions_models.py, so the
+"Materialize all" of this one never trains it.
+
 Resources are wired here and only here: CLI builds run these jobs (in-process or through the
 run queue) and override resource fields with run config, never with other objects.
 """
 
 import dagster as dg
 
-from .defs import automation, chunks, documents, evaluation, indexes, jobs, models, operations, release, sources
+from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          evaluation.eval_run, release.release, release.serving_release, models.domain_model]
+          evaluation.eval_run, release.release, release.serving_release]
 
 defs = dg.Definitions(
     assets=ASSETS,

@@ -16,19 +16,15 @@ import polars as pl
 import dagster as dg
 
 from ..rag import releases
-from .evaluation import UPSTREAM, gate_outcomes, metric_table_for, upstream_lineage
+from .evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
 from .partitions import index_version
 from .reporting import floats, md_table, run_link, rounded
 from .resources import RagStore
 
-HEADLINE = [("serving", "overall", "mrr@10"), ("serving", "overall", "hit@5"),
-            ("serving", "overall", "latency_p95_ms"),
-            ("serving", "own_labelled/overall", "mrr@10"), ("serving", "own_labelled/overall", "abstention_recall")]
 
 
 def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
-    metrics = metric_table_for(warehouse, version)
-    return {"/".join(key): metrics.get(key) for key in HEADLINE}
+    return headline(metric_table_for(warehouse, version))
 
 
 def _refuse_unless_approved(store: RagStore, version: str) -> None:
@@ -52,11 +48,11 @@ def _refuse_unless_approved(store: RagStore, version: str) -> None:
 def release(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     version = context.partition_key
     _refuse_unless_approved(store, version)
-    headline = headline_metrics(store.warehouse(), version)
+    numbers = headline_metrics(store.warehouse(), version)
     lineage = upstream_lineage(context.instance, version, (*UPSTREAM, "eval_run"))
     return dg.MaterializeResult(metadata={
-        **floats(headline), "approved_version": version,
-        "lineage": md_table(pl.DataFrame(lineage)),
+        **floats(numbers), "approved_version": version,
+        "lineage": lineage_table(lineage),
     })
 
 
@@ -96,12 +92,13 @@ def serving_release(context: dg.AssetExecutionContext, config: ServingChange, st
     else:
         raise dg.Failure(f"unknown action {config.action!r}: release or rollback")
     context.log.info(f"serving {event.index_version} ({event.action} by {event.actor}: {event.reason})")
-    return dg.MaterializeResult(metadata=serving_metadata(warehouse, event, moved=previous != event.index_version))
+    return dg.MaterializeResult(metadata={**serving_metadata(warehouse, event, moved=previous != event.index_version),
+                                          "this_run": run_link(context.run.run_id)})
 
 
 def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> dict:
-    headline = headline_metrics(warehouse, event.index_version)
-    scorecard = pl.DataFrame([{"metric": k, "value": rounded(v)} for k, v in headline.items()])
+    numbers = headline_metrics(warehouse, event.index_version)
+    scorecard = pl.DataFrame([{"metric": k, "value": rounded(v)} for k, v in numbers.items()])
     history = [{"at": f"{e.occurred_at:%Y-%m-%d %H:%M:%S}", "action": e.action, "version": e.index_version,
                 "actor": e.actor, "reason": e.reason} for e in reversed(releases.history(warehouse)[-10:])]
     return {
@@ -110,7 +107,7 @@ def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> di
         "since": dg.MetadataValue.timestamp(event.occurred_at.timestamp()
                                             if event.occurred_at.tzinfo else _utc(event.occurred_at)),
         "release_run": run_link(event.run_id), "event_id": event.event_id,
-        **floats(headline), "scorecard": md_table(scorecard), "history": md_table(pl.DataFrame(history)),
+        **floats(numbers), "scorecard": md_table(scorecard), "history": md_table(pl.DataFrame(history)),
     }
 
 
