@@ -124,8 +124,14 @@ def test_cli_build_writes_its_run_and_materializations_to_postgres(site):
 
 
 def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon):
-    versions = [_cli(site, "build", "--through", "lexical_index", "--submit").stdout.strip().splitlines()[-1]
-                for _ in range(2)]
+    submits = [subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "build", "--through", "lexical_index",
+                                 "--submit"], env=site["env"], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]  # at once: distinct versions
+    versions = []
+    for proc in submits:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+        assert proc.returncode == 0, err[-2000:]
+        versions.append(out.strip().splitlines()[-1])
     assert len(set(versions)) == 2
     runs = _runs(site)
     assert sorted(runs.values()) == [("build_lexical_index", "QUEUED")] * 2 or all(
