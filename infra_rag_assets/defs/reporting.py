@@ -18,7 +18,7 @@ def md_table(frame: pl.DataFrame, max_rows: int = 20, max_cell: int = 80) -> dg.
 
 
 def _cell(value: object, max_cell: int) -> str:
-    text = "" if value is None else str(value)
+    text = "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
     text = text.replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= max_cell else text[: max_cell - 1] + "…"
 
