@@ -143,3 +143,28 @@ def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
     [failure] = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
     assert "never-built has no vectors or lexical_index yet" in message and "was not found" not in message
+
+
+def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
+    """serve_approved_builds: a reindex run (not in-process) that approved its version → release_version."""
+    from infra_rag_assets.defs.automation import serve_approved_builds
+
+    instance, store, settings, version, bench = env
+    config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
+    result = materialize_version(version, ["eval_run", "release"], instance, store, settings,
+                                 EmbedderResource(batch_size=16), run_config={"ops": {"eval_run": {"config": config}}})
+    assert result.success and releases.current_release(store.warehouse()) is None  # approved, not served yet
+    run = instance.get_run_by_id(result.run_id)
+    assert run.job_name == "reindex"
+    success = next(e.dagster_event for e in instance.all_logs(run.run_id)
+                   if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS)
+
+    def evaluate(tags):
+        context = dg.build_run_status_sensor_context(sensor_name="serve_approved_builds", dagster_event=success,
+                                                     dagster_instance=instance, dagster_run=run.with_tags(tags))
+        return serve_approved_builds(context)
+
+    assert isinstance(evaluate(run.tags), dg.SkipReason)  # in-process builds serve themselves
+    request = evaluate({k: v for k, v in run.tags.items() if k != "infra_rag/inprocess"})
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
