@@ -96,6 +96,9 @@ def test_cli_build_is_visible_in_the_ui_it_opens(cli_env, tmp_path):
     run = _by_partition(runs, version)
     assert (run["jobName"], run["status"]) == ("build_documents", "SUCCESS")
     assert {"key": "infra_rag/origin", "value": "cli"} in run["tags"]
+    # Dagster re-executes only runs created from a workspace (they record the code location);
+    # an in-process run has none, so the UI cannot re-execute it (README: use --submit).
+    assert run["repositoryOrigin"] is None
 
 
 def _by_partition(runs: list[dict], version: str) -> dict:
