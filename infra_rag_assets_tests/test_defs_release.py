@@ -168,3 +168,37 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     request = evaluate({k: v for k, v in run.tags.items() if k != "infra_rag/inprocess"})
     assert isinstance(request, dg.RunRequest)
     assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
+
+
+def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_path, monkeypatch):
+    """`infra-rag release` / `infra-rag rollback`: runs of release_version / rollback on the CLI's instance."""
+    import shutil
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from infra_rag_assets.cli import main
+
+    instance, store, settings, version, bench = env
+    releases.record(store.warehouse(), "older-version", "release", reason="seeded")
+    config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
+    assert materialize_version(version, ["eval_run"], instance, store, settings, EmbedderResource(batch_size=16),
+                               run_config={"ops": {"eval_run": {"config": config}}}).success
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", dagster_home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with dg.DagsterInstance.get() as cli_instance:
+        cli_instance.add_dynamic_partitions("index_version", [version])
+    runner = CliRunner()
+    done = runner.invoke(main, ["--home", store.home, "release", "--version", version])
+    assert done.exit_code == 0, done.output
+    assert releases.current_release(store.warehouse()) == version
+    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed"])
+    assert done.exit_code == 0 and "older-version" in done.output, done.output
+    assert releases.current_release(store.warehouse()) == "older-version"
+    with dg.DagsterInstance.get() as cli_instance:
+        events = cli_instance.fetch_materializations(dg.AssetKey("serving_release"), limit=5).records
+        assert [e.asset_materialization.metadata["serving_version"].value for e in events] == ["older-version", version]
+        assert events[0].asset_materialization.metadata["reason"].value == "canary failed"
+        assert [cli_instance.get_run_by_id(e.run_id).job_name for e in events] == ["rollback", "release_version"]
