@@ -1,8 +1,11 @@
-"""Create index versions and materialize the graph for one, in-process.
+"""Create index versions and run the Definitions' jobs for them.
 
 Shared by the CLI, the freshness sensor and the tests, so a version made anywhere is
 registered the same way: a dynamic partition in the Dagster instance plus its recorded
-build configuration in the warehouse.
+build configuration in the warehouse. Every build is a run of a build job of the code
+location (defs/jobs.py), in-process (``dg.execute_job``) or queued for the daemon
+(``dagster job launch``); release and rollback are runs of the serving jobs. Resources are the
+Definitions' own, configured per run with run config.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import os
 import shutil
 import socket
 from pathlib import Path
+
 import dagster as dg
 
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.config import new_version_name, sources_fingerprint
 from .rag.processes import pid_alive
-
 
 
 def __getattr__(name: str):
@@ -113,7 +116,8 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     """
     job_name, subset = job_for(stages)
     release_dead_builds(instance)
-    tags = {**(tags or {}), "dagster/partition": version, "infra_rag/inprocess": "1", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    tags = {**(tags or {}), "dagster/partition": version, "infra_rag/inprocess": "1",
+            HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     run_config = dict(run_config or {})
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
@@ -160,7 +164,7 @@ def submit_build(version: str, through: str, store: RagStore, settings: BuildSet
     command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
                "-l", "infra_rag_assets", "-j", build_job_name(through), "--run-id", run_id,
                "--tags", json.dumps({**tags, "dagster/partition": version}), "--config-json", json.dumps(config)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300, check=False)
     if done.returncode != 0:
         raise ValueError(f"dagster job launch failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     return run_id

@@ -18,7 +18,6 @@ PYTHONPATH, as the package may be installed from another checkout.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -29,7 +28,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import make_fixture_corpus, write_fixture_sources
 from pg_server import pg_server  # noqa: F401 - fixture
 
@@ -64,7 +62,7 @@ def _sql(site, sql: str, params: tuple = ()) -> list[tuple]:
 
 def _cli(site, *args: str) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", "infra_rag_assets", *args], env=site["env"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done
 
