@@ -1,8 +1,11 @@
-"""Create index versions and materialize the graph for one, in-process.
+"""Create index versions and run the Definitions' jobs for them.
 
 Shared by the CLI, the freshness sensor and the tests, so a version made anywhere is
 registered the same way: a dynamic partition in the Dagster instance plus its recorded
-build configuration in the warehouse.
+build configuration in the warehouse. Every build is a run of a build job of the code
+location (defs/jobs.py), in-process (``dg.execute_job``) or queued for the daemon
+(``dagster job launch``); release and rollback are runs of the serving jobs. Resources are the
+Definitions' own, configured per run with run config.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
+
 import dagster as dg
 
 from .defs.partitions import index_version
@@ -19,14 +23,12 @@ from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagSt
 from .rag.config import new_version_name, sources_fingerprint
 from .rag.processes import pid_alive
 
-INDEX_STAGES = ["source_pages", "documents", "chunks", "vectors", "lexical_index"]
-STAGES = [*INDEX_STAGES, "eval_run", "release"]
-# What `--through X` runs: X and everything upstream of it ("indexes" = both indexes).
-THROUGH = {
-    "source_pages": STAGES[:1], "documents": STAGES[:2], "chunks": STAGES[:3],
-    "vectors": STAGES[:4], "lexical_index": [*STAGES[:3], "lexical_index"], "indexes": INDEX_STAGES,
-    "eval_run": STAGES[:6], "release": STAGES,
-}
+
+def __getattr__(name: str):
+    """``INDEX_STAGES``: every index stage in dependency order, derived from the asset graph."""
+    if name == "INDEX_STAGES":
+        return stages_through("indexes")
+    raise AttributeError(name)
 
 
 def ensure_dagster_home(store: RagStore) -> Path:
@@ -75,35 +77,97 @@ def claim_version(warehouse, partitions, config, created_by: str) -> str:
 
 
 def stages_through(through: str, start: str | None = None) -> list[str]:
-    """The stages to run, in order, for ``--through`` and optionally ``--from``."""
-    if through not in THROUGH:
-        raise ValueError(f"unknown stage {through!r}; choose one of {', '.join(THROUGH)}")
-    stages = THROUGH[through]
-    if start is None:
-        return stages
-    if start not in stages:
-        raise ValueError(f"--from {start} is not a stage before --through {through}")
-    return stages[stages.index(start):]
+    """The stages to run, in dependency order, for ``--through`` and optionally ``--from``."""
+    from .defs.jobs import stages_for
+
+    return stages_for(through, start)
+
+
+def job_for(stages: list[str]) -> tuple[str, list[str] | None]:
+    """The narrowest build job covering ``stages`` and the asset subset to run (None: all of it)."""
+    from .defs.jobs import _graph, build_job_name, chain_targets, stages_for
+
+    for target in chain_targets(_graph()):
+        selected = stages_for(target)
+        if set(stages) <= set(selected):
+            return build_job_name(target), (None if set(stages) == set(selected) else list(stages))
+    raise ValueError(f"no build job covers {stages}")
+
+
+def resource_run_config(store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None) -> dict:
+    """The CLI's resources as run config of the Definitions' resources (wired once, in definitions.py)."""
+    def fields(resource) -> dict:
+        return {name: getattr(resource, name) for name in type(resource).model_fields}
+
+    config = {"store": {"config": fields(store)}, "settings": {"config": fields(settings)}}
+    if embedding is not None:
+        config["embedding"] = {"config": fields(embedding)}
+    return config
 
 
 def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
                         store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None = None,
                         tags: dict[str, str] | None = None, quiet: bool = True,
-                        run_config: dict | None = None) -> dg.ExecuteInProcessResult:
-    """Run the selected stages (and their checks) for ``version`` as one in-process run."""
-    from .definitions import defs
+                        run_config: dict | None = None) -> dg.JobExecutionResult:
+    """Run the selected stages (and their checks) for ``version`` as one in-process run of a build job.
 
-    assets = _assets_and_checks(defs)
+    The run belongs to a job of the code location (``reindex``, ``build_<stage>``), so the UI
+    lists it under that job; ``dg.execute_job`` reconstructs the job from its module.
+    """
+    job_name, subset = job_for(stages)
     release_dead_builds(instance)
-    tags = {**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    tags = {**(tags or {}), "dagster/partition": version, "infra_rag/inprocess": "1",
+            HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     run_config = dict(run_config or {})
+    run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    return dg.materialize(
-        assets, instance=instance, partition_key=version, selection=stages,
-        resources={"store": store, "settings": settings, "embedding": embedding or EmbedderResource()}, tags=tags,
-        raise_on_error=False, run_config=run_config,
-    )
+    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    return dg.execute_job(job, instance, run_config=run_config, tags=tags, raise_on_error=False,
+                          asset_selection=[dg.AssetKey(s) for s in subset] if subset else None)
+
+
+def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, version: str = "",
+                   reason: str = "", tags: dict[str, str] | None = None) -> dg.JobExecutionResult:
+    """Run the ``release_version`` (action "release") or ``rollback`` job in-process.
+
+    Either materializes ``serving_release``, which moves what serves only through
+    ``rag.releases.record`` / ``rag.releases.rollback``.
+    """
+    job_name = {"release": "release_version", "rollback": "rollback"}[action]
+    config = {"action": action, "reason": reason, **({"version": version} if action == "release" else {})}
+    run_config = {"ops": {"serving_release": {"config": config}},
+                  "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
+                  "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    return dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
+                          tags={**(tags or {}), "infra_rag/inprocess": "1"})
+
+
+def submit_build(version: str, through: str, store: RagStore, settings: BuildSettings,
+                 tags: dict[str, str]) -> str:
+    """Queue a run of ``build_<through>`` for ``version`` on the instance's run coordinator.
+
+    Goes through ``dagster job launch`` against workspace.yaml, Dagster's public way to create a
+    run from a code location: the run carries its code location origin (so the UI can
+    re-execute it) and, with the QueuedRunCoordinator, waits in the queue for the daemon.
+    """
+    import json
+    import subprocess
+    import sys
+    import uuid
+
+    from .defs.jobs import build_job_name
+
+    run_id = str(uuid.uuid4())
+    config = {"resources": resource_run_config(store, settings, None)}
+    command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+               "-l", "infra_rag_assets", "-j", build_job_name(through), "--run-id", run_id,
+               "--tags", json.dumps({**tags, "dagster/partition": version}), "--config-json", json.dumps(config)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300, check=False)
+    if done.returncode != 0:
+        raise ValueError(f"dagster job launch failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return run_id
 
 
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # which process runs an in-process build
@@ -132,10 +196,6 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
     return released
 
 
-def _assets_and_checks(defs: dg.Definitions) -> list:
-    return [*defs.assets, *(defs.asset_checks or [])]
-
-
 COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse
 
 
@@ -154,7 +214,9 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     The copy is recorded as a runless materialization of each copied asset in the new
     partition (metadata names the version it came from), so lineage in the UI stays whole.
     """
-    copied = STAGES[:STAGES.index(start)]
+    from .defs.jobs import stage_order
+
+    copied = [s for s in stage_order() if s not in stages_through("release", start)]
     if not copied:
         return ""
     if start not in COPYABLE_FROM:

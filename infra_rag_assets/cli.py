@@ -59,19 +59,23 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 
 @main.command()
 @click.option("--through", default="release", show_default=True,
-              help="last stage: source_pages, documents, chunks, vectors, lexical_index, indexes, eval_run, release")
+              help="last stage: source_pages, documents, chunks, lexical_index, vectors, indexes, eval_run, release")
 @click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
+@click.option("--submit", is_flag=True, help="queue the run on the instance's run coordinator (a daemon runs it) "
+              "instead of running it in this process")
 @click.pass_obj
 @friendly_errors
-def build(obj: dict, through: str, start: str | None, version: str | None) -> None:
-    """Create a new index version and materialize the graph for it, in-process."""
+def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool) -> None:
+    """Create a new index version and run a build job of the Definitions for it (in-process by default)."""
     import dagster as dg
 
     from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through
 
     store, settings = obj["store"], obj["settings"]
     stages = stages_through(through, start)
+    if submit and start:
+        raise UserError("--submit runs a whole build job; --from is for in-process builds")
     settings.sources()  # fail fast on a bad sources file before touching the instance
     ensure_dagster_home(store)
     version_given = bool(version)
@@ -88,14 +92,27 @@ def build(obj: dict, through: str, start: str | None, version: str | None) -> No
                 console.print(f"reusing earlier stages of {previous} (sources unchanged)")
         console.print(f"index version [bold]{version}[/]: {' → '.join(stages)}")
         build_id = uuid.uuid4().hex[:12]
+        tags = {"infra_rag/build_id": build_id, "infra_rag/origin": "cli"}
+        if submit:
+            from .builds import submit_build
+
+            run_id = submit_build(version, through, store, settings, tags)
+            console.print(f"queued run {run_id} (job {instance.get_run_by_id(run_id).job_name}); "
+                          "the daemon launches it: `infra-rag ui` shows it")
+            out.print(version)
+            return
         watcher = _StageWatcher(instance, build_id, stages)
         watcher.start()
         try:
-            result = materialize_version(version, stages, instance, store, settings,
-                                         tags={"infra_rag/build_id": build_id, "infra_rag/origin": "cli"})
+            result = materialize_version(version, stages, instance, store, settings, tags=tags)
         finally:
             watcher.stop()
         failures = _failures(result)
+        if not failures and result.asset_materializations_for_node("release"):
+            from .builds import change_serving
+
+            served = change_serving(instance, store, "release", version, tags={"infra_rag/origin": "cli"})
+            failures = "" if served.success else f"serving_release: {_failures(served)}"
     from .defs.documents import check_warnings
 
     for line in check_warnings(result):  # WARN checks fail no build, but must not pass unseen

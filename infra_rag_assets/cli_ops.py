@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -23,8 +24,8 @@ def _instance(obj):
 @click.pass_obj
 @friendly_errors
 def release_cmd(obj, version) -> None:
-    """Promote VERSION through the release asset (its critical gates must pass)."""
-    from .builds import materialize_version
+    """Approve VERSION (release asset: critical gates re-checked), then serve it (release_version job)."""
+    from .builds import change_serving, materialize_version
 
     warehouse = obj["store"].warehouse()
     if not warehouse.rows("SELECT 1 FROM eval_metrics WHERE index_version = ? LIMIT 1", [version]):
@@ -32,6 +33,8 @@ def release_cmd(obj, version) -> None:
     with _instance(obj) as instance:
         result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
                                      tags={"infra_rag/origin": "cli-release"})
+        if result.success:
+            result = change_serving(instance, obj["store"], "release", version, tags={"infra_rag/origin": "cli-release"})
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
         message = failure.step_failure_data.error.message.strip().splitlines()[0] if failure else "failed"
@@ -44,10 +47,18 @@ def release_cmd(obj, version) -> None:
 @click.pass_obj
 @friendly_errors
 def rollback(obj, reason) -> None:
-    """Serve the previously released version again (recorded as a new event; nothing deleted)."""
+    """Serve the previously released version again (the rollback job: a new event; nothing deleted)."""
+    from .builds import change_serving
     from .rag import releases
 
-    event = releases.rollback(obj["store"].warehouse(), reason=reason)
+    releases.rollback_target(obj["store"].warehouse())  # nothing to roll back to: a one-line error, no run
+    with _instance(obj) as instance:
+        result = change_serving(instance, obj["store"], "rollback", reason=reason, tags={"infra_rag/origin": "cli"})
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        raise UserError(f"rollback failed: {failure.step_failure_data.error.message.strip().splitlines()[0]}"
+                        if failure else "rollback failed")
+    event = releases.history(obj["store"].warehouse())[-1]
     out.print(f"rolled back: {event.previous_version} → {event.index_version}")
 
 
@@ -115,3 +126,33 @@ def _print_chain(chain: dict) -> None:
         out.print(f"[bold]source page[/] {h['url']}  {h['rel_path']}  sha256 {h['bytes_hash']}  "
                   f"{h['size_bytes']} bytes  {h['upstream']}  {h['license']}")
     console.print("[dim]the same facts are in the Dagster UI: eval_run and release metadata, asset lineage[/]")
+
+
+@main.command()
+@click.option("--port", default=3000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.pass_obj
+@friendly_errors
+def ui(obj, port, host) -> None:
+    """Open the Dagster UI (`dagster dev -w workspace.yaml`) on the CLI's instance and data home.
+
+    DAGSTER_HOME, INFRA_RAG_HOME and INFRA_RAG_SOURCES are set exactly as `infra-rag build` sets
+    them, so the UI shows the CLI's runs, versions and materializations (and its daemon runs
+    queued `--submit` builds, schedules and sensors).
+    """
+    import os
+    import sys
+
+    from .builds import ensure_dagster_home
+    from .defs.resources import PROJECT_ROOT
+
+    dagster_home = ensure_dagster_home(obj["store"]).resolve()
+    os.environ["DAGSTER_HOME"] = str(dagster_home)  # absolute: dagster dev runs from the project root
+    os.environ["INFRA_RAG_HOME"] = str(obj["store"].root.resolve())
+    os.environ["INFRA_RAG_SOURCES"] = str(Path(obj["settings"].sources_file).resolve())
+    console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, "
+                  f"INFRA_RAG_HOME={os.environ['INFRA_RAG_HOME']}")
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+               "--host", host, "--port", str(port)]
+    os.chdir(PROJECT_ROOT)
+    os.execv(sys.executable, command)

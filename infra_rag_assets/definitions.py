@@ -1,22 +1,30 @@
-"""The code location: every asset, check, sensor and resource of infra_rag_assets."""
+"""The code location: every asset, check, job, sensor and resource of infra_rag_assets.
+
+``domain_model`` (a ~30 min fine-tune) lives in its own location, definitions_models.py, so the
+"Materialize all" of this one never trains it.
+
+Resources are wired here and only here: CLI builds run these jobs (in-process or through the
+run queue) and override resource fields with run config, never with other objects.
+"""
 
 import dagster as dg
 
-from .defs import (automation, chunks, documents, evaluation, indexes, models, operations, release, sources,
-                   traces)
+from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources, traces
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
+ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
+          evaluation.eval_run, release.release, release.serving_release, traces.served_traces]
+
 defs = dg.Definitions(
-    assets=[sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-            evaluation.eval_run, release.release, models.domain_model, traces.served_traces],
+    assets=ASSETS,
     asset_checks=[
         documents.documents_spans_are_exact, documents.documents_failure_rate,
         chunks.chunks_are_exact_slices, chunks.chunks_within_size,
         indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
         evaluation.critical_gates, evaluation.warning_gates, operations.release_canary,
     ],
-    jobs=[automation.reindex_job, operations.canary_job],
+    jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],
-    sensors=[automation.sources_changed],
+    sensors=[automation.sources_changed, automation.serve_approved_builds],
     resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )

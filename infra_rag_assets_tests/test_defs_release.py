@@ -7,7 +7,7 @@ import json
 import dagster as dg
 import pytest
 
-from infra_rag_assets.builds import materialize_version
+from infra_rag_assets.builds import change_serving, materialize_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag import releases
 
@@ -55,10 +55,19 @@ def env(fresh_home, built_index, tmp_path, monkeypatch):
 
 
 def _evaluate_and_release(instance, store, settings, version, bench, **serving):
+    """eval_run + release (approval) of the version, then the release_version job serves it."""
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical", "hybrid-rrf", "hybrid-weighted"], **serving}
-    return materialize_version(
+    result = materialize_version(
         version, ["eval_run", "release"], instance, store, settings, EmbedderResource(batch_size=16),
         run_config={"ops": {"eval_run": {"config": config}}})
+    if result.success and result.asset_materializations_for_node("release"):
+        assert change_serving(instance, store, "release", version, reason="test release").success
+    return result
+
+
+def _serving_metadata(instance) -> dict:
+    records = instance.fetch_materializations(dg.AssetKey("serving_release"), limit=1).records
+    return dict(records[0].asset_materialization.metadata)
 
 
 def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
@@ -108,5 +117,88 @@ def test_rollback_restores_previous_release(env):
     releases.record(store.warehouse(), "older-version", "release", reason="seeded")
     assert _evaluate_and_release(instance, store, settings, version, bench).success
     assert releases.current_release(store.warehouse()) == version
-    event = releases.rollback(store.warehouse(), reason="test")
-    assert event.index_version == "older-version" and releases.current_release(store.warehouse()) == "older-version"
+    released = _serving_metadata(instance)
+    assert released["serving_version"].value == version and released["reason"].value == "test release"
+    assert isinstance(released["serving/tiny/overall/mrr@10"], dg.FloatMetadataValue)
+    assert isinstance(released["since"], dg.TimestampMetadataValue)
+    assert released["release_run"].value.endswith("/runs/" + _last_run_id(instance, "release_version"))
+    result = change_serving(instance, store, "rollback", reason="bad answers")  # the rollback job
+    assert result.success and _last_run_id(instance, "rollback") == result.run_id
+    assert releases.current_release(store.warehouse()) == "older-version"
+    rolled = _serving_metadata(instance)
+    assert (rolled["serving_version"].value, rolled["action"].value, rolled["reason"].value) == (
+        "older-version", "rollback", "bad answers")
+    assert rolled["previous_version"].value == version and "rollback" in rolled["history"].value
+
+
+def _last_run_id(instance, job: str) -> str:
+    return instance.get_runs(dg.RunsFilter(job_name=job), limit=1)[0].run_id
+
+
+def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
+    instance, store, settings, _, bench = env
+    instance.add_dynamic_partitions("index_version", ["never-built"])
+    result = materialize_version("never-built", ["eval_run"], instance, store, settings,
+                                 run_config={"ops": {"eval_run": {"config": {"benchmarks": [bench]}}}})
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "never-built has no vectors or lexical_index yet" in message and "was not found" not in message
+
+
+def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
+    """serve_approved_builds: a reindex run (not in-process) that approved its version → release_version."""
+    from infra_rag_assets.defs.automation import serve_approved_builds
+
+    instance, store, settings, version, bench = env
+    config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
+    result = materialize_version(version, ["eval_run", "release"], instance, store, settings,
+                                 EmbedderResource(batch_size=16), run_config={"ops": {"eval_run": {"config": config}}})
+    assert result.success and releases.current_release(store.warehouse()) is None  # approved, not served yet
+    run = instance.get_run_by_id(result.run_id)
+    assert run.job_name == "reindex"
+    success = next(e.dagster_event for e in instance.all_logs(run.run_id)
+                   if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS)
+
+    def evaluate(tags):
+        context = dg.build_run_status_sensor_context(sensor_name="serve_approved_builds", dagster_event=success,
+                                                     dagster_instance=instance, dagster_run=run.with_tags(tags))
+        return serve_approved_builds(context)
+
+    assert isinstance(evaluate(run.tags), dg.SkipReason)  # in-process builds serve themselves
+    request = evaluate({k: v for k, v in run.tags.items() if k != "infra_rag/inprocess"})
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
+
+
+def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_path, monkeypatch):
+    """`infra-rag release` / `infra-rag rollback`: runs of release_version / rollback on the CLI's instance."""
+    import shutil
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from infra_rag_assets.cli import main
+
+    instance, store, settings, version, bench = env
+    releases.record(store.warehouse(), "older-version", "release", reason="seeded")
+    config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
+    assert materialize_version(version, ["eval_run"], instance, store, settings, EmbedderResource(batch_size=16),
+                               run_config={"ops": {"eval_run": {"config": config}}}).success
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", dagster_home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with dg.DagsterInstance.get() as cli_instance:
+        cli_instance.add_dynamic_partitions("index_version", [version])
+    runner = CliRunner()
+    done = runner.invoke(main, ["--home", store.home, "release", "--version", version])
+    assert done.exit_code == 0, done.output
+    assert releases.current_release(store.warehouse()) == version
+    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed"])
+    assert done.exit_code == 0 and "older-version" in done.output, done.output
+    assert releases.current_release(store.warehouse()) == "older-version"
+    with dg.DagsterInstance.get() as cli_instance:
+        events = cli_instance.fetch_materializations(dg.AssetKey("serving_release"), limit=5).records
+        assert [e.asset_materialization.metadata["serving_version"].value for e in events] == ["older-version", version]
+        assert events[0].asset_materialization.metadata["reason"].value == "canary failed"
+        assert [cli_instance.get_run_by_id(e.run_id).job_name for e in events] == ["rollback", "release_version"]

@@ -1,10 +1,9 @@
-"""Both instance configs pass Dagster's own instance-config validation (no database needed).
+"""Both instance configs, loaded with Dagster's public ``DagsterInstance.from_config``.
 
-``dagster_instance_config`` is what ``DagsterInstance.from_config`` runs before it builds any
-storage: it reads the YAML and validates it against the instance schema (including the
-``storage: postgres`` shape and the ``concurrency`` rules), without importing
-dagster-postgres or connecting. The run coordinator's own config is validated against
-``QueuedRunCoordinator.config_type()`` the same way the instance does when it builds it.
+The embedded config loads as a real (SQLite) instance here. The production config needs a
+PostgreSQL server to load: its structure is checked here, and test_postgres_profile.py loads
+and runs it against a real server. Invalid variants are refused by Dagster's own validation
+(before any storage is built, so no database is needed for that).
 """
 
 from __future__ import annotations
@@ -12,11 +11,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
-from dagster._core.errors import DagsterInvalidConfigError
-from dagster._core.instance.config import dagster_instance_config, validate_config
-from dagster._core.run_coordinator import QueuedRunCoordinator
 
 from infra_rag_assets.defs.indexes import lexical_index, vectors
 
@@ -24,28 +21,26 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "deploy" / "dagster.production.yaml"
 
 
-def _load(path: Path) -> dict:
-    config, custom_class = dagster_instance_config(str(path.parent), path.name)
-    assert custom_class is None
-    return dict(config)
+def _instance(tmp_path: Path, config: dict) -> dg.DagsterInstance:
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return dg.DagsterInstance.from_config(str(tmp_path))
 
 
-def test_embedded_config_is_valid_with_single_writer_pools():
-    config = _load(ROOT / "dagster.yaml")
-    assert "sqlite" in config.get("storage", {"sqlite": "default"})  # no block: SQLite under $DAGSTER_HOME
-    assert config["concurrency"]["pools"]["default_limit"] == 1
-    assert config["run_retries"]["enabled"] and config["run_retries"]["max_retries"] >= 1
-    assert config["telemetry"]["enabled"] is False
+def test_embedded_config_is_valid_with_single_writer_pools(tmp_path):
+    with _instance(tmp_path, yaml.safe_load((ROOT / "dagster.yaml").read_text())) as instance:
+        assert "Sqlite" in type(instance.run_storage).__name__  # no storage block: SQLite under the home
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+        assert instance.run_retries_enabled and instance.run_retries_max_retries >= 1
+        assert not instance.run_retries_retry_on_asset_or_op_failure
 
 
-def test_production_config_is_valid_postgres_with_queue_pools_and_retries():
-    config = _load(PRODUCTION)
+def test_production_config_is_postgres_with_queue_pools_and_retries():
+    config = yaml.safe_load(PRODUCTION.read_text())
     pg = config["storage"]["postgres"]["postgres_db"]
     for key in ("hostname", "db_name", "username", "password", "port"):
         assert set(pg[key]) == {"env"}, f"{key} must come from the environment"
-    coordinator = config["run_coordinator"]
-    assert coordinator["class"] == "QueuedRunCoordinator"
-    assert validate_config(QueuedRunCoordinator.config_type(), coordinator.get("config", {})).success
+    assert pg["scheme"] == "postgresql+psycopg2"  # the driver dagster-postgres ships, named
+    assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     pools = config["concurrency"]["pools"]
     assert pools["default_limit"] == 1 and pools.get("granularity", "op") == "op"
     assert {"key": "infra_rag/origin", "value": "sensor", "limit": 1} in config["concurrency"]["runs"][
@@ -65,15 +60,14 @@ def test_writer_assets_use_the_pools_the_configs_limit():
 def test_validation_is_real_conflicting_limits_are_rejected(tmp_path):
     """The same run limits in the coordinator and under `concurrency` are refused by Dagster."""
     data = yaml.safe_load(PRODUCTION.read_text())
+    del data["storage"]  # SQLite: validation, not a database, is under test
     data["run_coordinator"]["config"]["max_concurrent_runs"] = 2
-    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(DagsterInvalidConfigError, match="max_concurrent_runs"):
-        dagster_instance_config(str(tmp_path))
+    with pytest.raises(dg.DagsterInvalidConfigError, match="max_concurrent_runs"):
+        _instance(tmp_path, data)
     data = yaml.safe_load(PRODUCTION.read_text())
     data["storage"]["postgres"]["postgres_db"]["hostnme"] = "typo"
-    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(DagsterInvalidConfigError):
-        dagster_instance_config(str(tmp_path))
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        _instance(tmp_path, data)
 
 
 def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
@@ -88,6 +82,6 @@ def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
     home = ensure_dagster_home(RagStore(home=str(tmp_path / "home")))
     assert (home / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
     with dg.DagsterInstance.get() as instance:
-        assert instance.event_log_storage.get_pool_config().default_pool_limit == 1
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
         assert "Sqlite" in type(instance.run_storage).__name__
     shutil.rmtree(home, ignore_errors=True)

@@ -1,24 +1,18 @@
 """Freshness: a sensor that fingerprints every source and builds a new index version when
-(and only when) something changed; the reindex job it triggers runs the whole chain."""
+(and only when) something changed; the reindex job it triggers (defs/jobs.py) runs the whole chain."""
 
 import dagster as dg
 
 from ..rag.config import sources_fingerprint
 from ..rag.sources import SourceConfigError
 from .partitions import index_version
+from .release import release_version_job
 from .resources import BuildSettings, RagStore
 
-BUILD_CHAIN = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "eval_run", "release"]
-
-reindex_job = dg.define_asset_job(
-    name="reindex",
-    selection=dg.AssetSelection.assets(*BUILD_CHAIN),
-    description="Build, evaluate and (if the gates pass) release one index version end to end.",
-)
 
 
 @dg.sensor(
-    job=reindex_job,
+    job_name="reindex",  # defined in defs/jobs.py from the asset graph
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.STOPPED,
     description="Hourly: hash every mirror file (git commit / HTTP sources are pinned in sources.yaml). "
@@ -54,3 +48,23 @@ def _changed_sources(previous: str | None, snapshots: list[dict], warehouse) -> 
         return [s["name"] for s in snapshots]
     before = {s["name"]: s["fingerprint"] for s in (warehouse.version_config(previous) or {}).get("sources", [])}
     return [s["name"] for s in snapshots if before.get(s["name"]) != s["fingerprint"]]
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    request_job=release_version_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After a daemon-run reindex (the sensor's, or `infra-rag build --submit`) approved its version, "
+    "serve it: requests release_version for that version. In-process CLI builds do this themselves.",
+)
+def serve_approved_builds(context: dg.RunStatusSensorContext):
+    run = context.dagster_run
+    version = run.tags.get("dagster/partition")
+    if run.job_name != "reindex" or not version or run.tags.get("infra_rag/inprocess"):
+        return dg.SkipReason(f"run {run.run_id[:8]}: not a daemon-run index-version build")
+    approved = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release"), asset_partitions=[version]), limit=1).records
+    if not approved or approved[0].run_id != run.run_id:
+        return dg.SkipReason(f"{version} was not approved by run {run.run_id[:8]}")
+    return dg.RunRequest(run_key=f"serve-{version}-{run.run_id}", run_config={"ops": {"serving_release": {"config": {
+        "action": "release", "version": version, "reason": f"reindex run {run.run_id[:8]} passed the gates"}}}})

@@ -19,10 +19,19 @@ from ..rag.config import stable_hash
 from ..rag.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
 from ..rag.metrics import METRIC_NAMES
 from .partitions import index_version
-from .reporting import log_progress, md_table
+from .reporting import floats, log_progress, md_table, run_link, ui_url
 from .resources import PROJECT_ROOT, RagStore
 
 UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index")
+# Headline numbers, emitted as float metadata (plotted across versions in the UI) by eval_run,
+# release and serving_release: (regime, slice, metric) as the gates name them.
+HEADLINE_METRICS = ("mrr@10", "hit@5", "latency_p95_ms", "abstention_recall")
+
+
+def headline(table: dict) -> dict[str, float]:
+    """The serving regime's overall headline metrics of every benchmark, e.g. ``serving/overall/mrr@10``."""
+    return {"/".join(key): value for key, value in sorted(table.items())
+            if key[0] == "serving" and key[1].endswith("overall") and key[2] in HEADLINE_METRICS}
 GATES_FILE = PROJECT_ROOT / "eval" / "gates.yaml"
 
 
@@ -55,6 +64,10 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     from ..rag.engine import QueryEngine
 
     version, run_id = context.partition_key, context.run.run_id
+    missing = _missing_indexes(store, version)
+    if missing:  # one line instead of the search library's "table ... was not found" trace
+        raise dg.Failure(f"index version {version} has no {' or '.join(missing)} yet: build it first "
+                         f"(`infra-rag build --version {version} --through indexes`)")
     warehouse = store.warehouse()
     engine = QueryEngine(store.data_home(), version)
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
@@ -71,8 +84,10 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     warehouse.replace_partition("eval_results", version, results)
     warehouse.replace_partition("eval_metrics", version, metrics)
     lineage = upstream_lineage(context.instance, version)
+    table = metric_table_for(warehouse, version)
     return dg.MaterializeResult(
         metadata={
+            **floats(headline(table)),
             "scorecard": dg.MetadataValue.md(scorecard(runs)),
             "dagster/row_count": len(results),
             "coverage": md_table(pl.DataFrame([{"benchmark": r.benchmark, "benchmark_hash": r.benchmark_hash[:12],
@@ -80,14 +95,23 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
             "by_project": md_table(_slice_table(metrics, "project"), 30),
             "by_category": md_table(_slice_table(metrics, "category"), 30),
             "by_page_kind": md_table(_slice_table(metrics, "page_kind"), 30),
-            "upstream_materializations": md_table(pl.DataFrame(lineage)),
+            "upstream_materializations": lineage_table(lineage),
             "retrieval_configs": dg.MetadataValue.json(_regime_hashes(results)),
-            "eval_run_id": run_id,
+            "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
         },
         data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
                                                 [r.benchmark_hash for r in runs], 16)),
     )
+
+
+def _missing_indexes(store: RagStore, version: str) -> list[str]:
+    """Which of this version's indexes are not on disk (checked in the data, not the event log)."""
+    from ..rag.vector_store import table_exists
+
+    home = store.data_home()
+    missing = [] if table_exists(home.vectors_uri(), version) else ["vectors"]
+    return missing + ([] if (home.tantivy_root() / version).is_dir() else ["lexical_index"])
 
 
 def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, engine, known: set[str]) -> list[BenchmarkRun]:
@@ -153,8 +177,23 @@ def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM
         event = records[0] if records else None
         rows.append({"asset": asset, "run_id": event.run_id if event else "",
                      "data_version": (event.asset_materialization.tags or {}).get("dagster/data_version", "")
-                     if event else "", "at": str(event.timestamp) if event else ""})
+                     if event else "", "at": _utc_text(event.timestamp) if event else ""})
     return rows
+
+
+def _utc_text(epoch: float) -> str:
+    from datetime import datetime, timezone
+
+    return f"{datetime.fromtimestamp(epoch, timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def lineage_table(lineage: list[dict]) -> dg.MarkdownMetadataValue:
+    """Upstream materializations as Markdown: run ids link to their run pages, times are UTC dates."""
+    lines = ["| asset | run | data version | at |", "|---|---|---|---|"]
+    for row in lineage:
+        run = f"[{row['run_id'][:8]}]({ui_url()}/runs/{row['run_id']})" if row["run_id"] else "not materialized"
+        lines.append(f"| {row['asset']} | {run} | {row['data_version'][:16]} | {row['at']} |")
+    return dg.MetadataValue.md("\n".join(lines))
 
 
 def metric_table_for(warehouse, version: str) -> dict:

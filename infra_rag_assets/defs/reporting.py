@@ -18,7 +18,7 @@ def md_table(frame: pl.DataFrame, max_rows: int = 20, max_cell: int = 80) -> dg.
 
 
 def _cell(value: object, max_cell: int) -> str:
-    text = "" if value is None else str(value)
+    text = "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
     text = text.replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= max_cell else text[: max_cell - 1] + "…"
 
@@ -42,3 +42,25 @@ def log_progress(context: dg.AssetExecutionContext, label: str, every: int):
             context.log.info(f"{label} {done}/{total}")
 
     return progress
+
+
+def ui_url() -> str:
+    """Base URL of the Dagster UI that run links point at (``INFRA_RAG_DAGSTER_URL``)."""
+    import os
+
+    return os.environ.get("INFRA_RAG_DAGSTER_URL", "http://127.0.0.1:3000").rstrip("/")
+
+
+def run_link(run_id: str) -> dg.MetadataValue:
+    """A run id as a link to its run page in the UI (plain text when there is no run)."""
+    return dg.MetadataValue.url(f"{ui_url()}/runs/{run_id}") if run_id else dg.MetadataValue.text("none")
+
+
+def rounded(value, digits: int = 4):
+    """Numbers rounded for display; everything else unchanged."""
+    return round(value, digits) if isinstance(value, float) else value
+
+
+def floats(values: dict[str, float | None], digits: int = 4) -> dict[str, dg.MetadataValue]:
+    """Headline numbers as float metadata (the UI plots these across materializations)."""
+    return {k: dg.MetadataValue.float(round(float(v), digits)) for k, v in values.items() if v is not None}

@@ -1,0 +1,60 @@
+"""The Definitions' jobs: derived from the asset graph, one place for the stage order."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from infra_rag_assets.builds import job_for, stages_through
+from infra_rag_assets.definitions import defs
+from infra_rag_assets.definitions_models import defs as model_defs
+from infra_rag_assets.defs.jobs import stage_order
+
+
+def test_both_code_locations_load():
+    dg.Definitions.validate_loadable(defs)
+    dg.Definitions.validate_loadable(model_defs)
+
+
+def test_stage_order_is_the_graphs_topological_order():
+    order = stage_order()
+    assert order[0] == "source_pages" and order[-2:] == ["eval_run", "release"]
+    graph = defs.resolve_asset_graph()
+    for stage in order:  # every parent of a stage comes before it
+        parents = {k.to_user_string() for k in graph.get(dg.AssetKey(stage)).parent_keys}
+        assert all(order.index(p) < order.index(stage) for p in parents)
+
+
+@pytest.mark.parametrize("through, start, expected, job", [
+    ("documents", None, ["source_pages", "documents"], "build_documents"),
+    ("indexes", None, ["source_pages", "documents", "chunks", "lexical_index", "vectors"], "build_indexes"),
+    ("release", "chunks", ["chunks", "lexical_index", "vectors", "eval_run", "release"], "reindex"),
+    ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
+])
+def test_selections_come_from_upstream_and_downstream(through, start, expected, job):
+    stages = stages_through(through, start)
+    assert stages == expected
+    name, subset = job_for(stages)
+    assert name == job and (subset is None) == (start is None)
+    selected = {k.to_user_string() for k in defs.resolve_job_def(name).asset_layer.selected_asset_keys}
+    assert set(stages) <= selected
+
+
+def test_serving_and_training_stay_out_of_build_jobs():
+    graph = defs.resolve_asset_graph()
+    build_jobs = [j for j in defs.jobs if j.name.startswith("build_") or j.name == "reindex"]
+    assert len(build_jobs) == 8
+    for job in build_jobs:
+        keys = {k.to_user_string() for k in defs.resolve_job_def(job.name).asset_layer.selected_asset_keys}
+        assert "serving_release" not in keys and "domain_model" not in keys
+    assert dg.AssetKey("domain_model") not in graph.get_all_asset_keys()  # its own code location
+    for name in ("release_version", "rollback"):  # the canary runs on its own clock, not in a promotion
+        assert sorted(n.name for n in defs.resolve_job_def(name).graph.nodes) == ["serving_release"]
+    assert sorted(n.name for n in defs.resolve_job_def("canary").graph.nodes) == ["release_canary"]
+
+
+def test_unknown_stages_are_one_line_errors():
+    with pytest.raises(ValueError, match="unknown stage 'nope'"):
+        stages_through("nope")
+    with pytest.raises(ValueError, match="--from eval_run is not a stage before --through documents"):
+        stages_through("documents", "eval_run")
