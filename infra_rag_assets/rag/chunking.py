@@ -13,7 +13,7 @@ tokenizer drops (e.g. U+200B) is still emitted, with ``token_count == 0``, so th
 non-whitespace text goes missing; a heading with no body of its own is a chunk of its own.
 
 Token budget. all-MiniLM-L6-v2 has ``max_seq_length == 256`` word pieces, and that window
-also holds ``[CLS]``/``[SEP]`` and the context line prepended by :func:`embedding_text`.
+also holds ``[CLS]``/``[SEP]`` and the context line prepended by ``corpus_chunks.embed_input``.
 ``max_tokens`` counts chunk text only. The provisional default 256 is the model window, the
 largest chunk the model can see at all: the chunk's slice, lexical index and citations stay
 whole, but for a full-size chunk the embedding input loses its last ``2 + len(context)``
@@ -195,12 +195,11 @@ def context_line(project: str, title: str, section_path: Sequence[str]) -> str:
     return " › ".join(p for p in map(_one_line, parts) if p)
 
 
-def embedding_text(chunk: ChunkSpan, context: str) -> str:
-    """Model input: context line, newline, chunk text. Never stored as the chunk's text."""
-    return f"{context}\n{chunk.text}" if context else chunk.text
-
-
 def text_hash(text: str) -> str:
+    """sha256 hex of the text's UTF-8 bytes: ``chunks.text_hash``, ``chunks.embed_hash`` and the
+    embedding cache key are all this one hash. Persisted, so never change it. ``surrogatepass``
+    only matters for a lone surrogate (which strict UTF-8 rejects and no stored text can hold):
+    every valid string has the same bytes either way."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

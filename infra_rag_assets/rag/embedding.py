@@ -28,6 +28,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from .chunking import text_hash  # the cache key: the same hash as chunks.embed_hash
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_IDS = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -117,11 +119,6 @@ def weights_hash(path: str | Path) -> str:
                     digest.update(block)
         _HASH_CACHE[key] = digest.hexdigest()
     return _HASH_CACHE[key]
-
-
-def text_hash(text: str) -> str:
-    """Cache key of one text: sha256 of exactly the UTF-8 bytes that get embedded."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
