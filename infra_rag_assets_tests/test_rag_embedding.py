@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra_rag_assets.rag.chunking import text_hash
 from infra_rag_assets.rag.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -20,6 +19,7 @@ from infra_rag_assets.rag.embedding import (
     embed_with_cache,
     ensure_same_model,
     resolve_model_path,
+    text_hash,
     weights_hash,
 )
 

@@ -28,8 +28,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .chunking import text_hash  # the cache key: the same hash as chunks.embed_hash
-
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_IDS = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -119,6 +117,14 @@ def weights_hash(path: str | Path) -> str:
                     digest.update(block)
         _HASH_CACHE[key] = digest.hexdigest()
     return _HASH_CACHE[key]
+
+
+def text_hash(text: str) -> str:
+    """sha256 hex of the text's UTF-8 bytes: the cache key, and also ``chunks.text_hash`` and
+    ``chunks.embed_hash``. Persisted, so never change it. ``surrogatepass`` only matters for a
+    lone surrogate (strict UTF-8 rejects it and no stored text can hold one): every valid
+    string has the same bytes either way."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
