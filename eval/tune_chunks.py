@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     home = DataHome.at()
     version = resolve_version(home, args.version)
-    docs = home.warehouse().frame("SELECT * FROM documents WHERE index_version = ?", [version]).to_dicts()
+    docs = home.warehouse().documents_of(version).to_dicts()
     known = {d["doc_id"] for d in docs}
     k8s = coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)[0]
     own = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]

@@ -209,7 +209,7 @@ def snapshot(obj, versions) -> None:
 
     home = obj["store"].data_home()
     warehouse = home.warehouse()
-    built = [v for (v,) in warehouse.rows("SELECT DISTINCT index_version FROM chunks ORDER BY 1")]
+    built = warehouse.versions_with_chunks()
     for version in versions or built:
         if version not in built:
             raise UserError(f"index version {version!r} has no chunks in the warehouse")
