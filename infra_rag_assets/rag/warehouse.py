@@ -237,6 +237,14 @@ class Warehouse:
     def versions_with_chunks(self) -> list[str]:
         return [v for (v,) in self.rows("SELECT DISTINCT index_version FROM chunks ORDER BY 1")]
 
+    def newest_version_with(self, table: str, exclude: str = "") -> str | None:
+        """The newest version (by creation time) with rows in ``table``; others are half built."""
+        found = self.rows(
+            f"SELECT v.index_version FROM index_versions v WHERE v.index_version <> ? AND EXISTS "
+            f"(SELECT 1 FROM {table} t WHERE t.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1",
+            [exclude])
+        return found[0][0] if found else None
+
     def version_info(self, version: str) -> dict | None:
         """``version``'s registration (created_at, created_by, config_hash, sources_fingerprint)."""
         names = ("created_at", "created_by", "config_hash", "sources_fingerprint")
