@@ -28,8 +28,8 @@ BANDS = ((0.0, 0.5, "< 0.5"), (0.5, 0.75, "0.5-0.75"), (0.75, 1.01, ">= 0.75"))
 
 def page_terms(home: DataHome, version: str) -> dict[str, set[str]]:
     texts: dict[str, list[str]] = {}
-    sql = "SELECT doc_id, title, text FROM chunks WHERE index_version = ? ORDER BY doc_id, ordinal"
-    for doc_id, title, text in home.warehouse().rows(sql, [version]):
+    rows = home.warehouse().chunks_of(version, ("doc_id", "title", "text"), order_by=("doc_id", "ordinal"))
+    for doc_id, title, text in rows.iter_rows():
         texts.setdefault(doc_id, [title]).append(text)
     return {doc: set(prose_terms("\n".join(parts))) for doc, parts in texts.items()}
 
@@ -49,11 +49,7 @@ def main() -> None:
     home = DataHome.at()
     terms = page_terms(home, args.version)
     answers = {r.id: r.reference_answer for r in load_benchmark("k8s_bench_eval", ROOT).records}
-    rows = home.warehouse().rows(
-        "SELECT question_id, relevant, rank FROM eval_results WHERE index_version = ? AND regime = ? "
-        "AND benchmark = 'k8s_bench_eval' AND run_id = (SELECT max_by(run_id, n) FROM (SELECT run_id, "
-        "count(*) n FROM eval_results WHERE index_version = ? GROUP BY run_id))",
-        [args.version, args.regime, args.version])
+    rows = home.warehouse().largest_run_ranks(args.version, args.regime, "k8s_bench_eval")
     if not rows:
         raise SystemExit(f"no eval_results for {args.version} / {args.regime}: materialize its eval_run")
     out = {"version": args.version, "regime": args.regime, "n": len(rows), "bands": {}}

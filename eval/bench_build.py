@@ -57,9 +57,7 @@ def chunks_of(home: Path, version: str, rel_paths: list[str]) -> int:
     doc_ids = [f"{p.split('/', 1)[0]}:{page_id_for(p.split('/', 1)[1])}" for p in rel_paths]
     if not doc_ids:
         return 0
-    return Warehouse(home / "warehouse.duckdb").rows(
-        "SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id IN (SELECT unnest(?::VARCHAR[]))",
-        [version, doc_ids])[0][0]
+    return Warehouse(home / "warehouse.duckdb").chunk_count(version, doc_ids)
 
 
 def edit_pages(corpus: Path, share: float, seed: int = 7) -> list[str]:

@@ -62,9 +62,7 @@ def lexical_text(row: dict) -> str:
 
 def load_chunks(home: DataHome, version: str) -> list[dict]:
     """The version's chunk rows in a stable order (the exact rows our indexes were built from)."""
-    sql = ("SELECT chunk_id, doc_id, title, section_path, text FROM chunks "
-           "WHERE index_version = ? ORDER BY chunk_id")
-    return home.warehouse().frame(sql, [version]).to_dicts()
+    return home.warehouse().chunks_of(version, ("chunk_id", "doc_id", "title", "section_path", "text")).to_dicts()
 
 
 def load_questions(home: DataHome, version: str, limit: int | None) -> tuple[dict[str, list], dict[str, int]]:
@@ -74,7 +72,7 @@ def load_questions(home: DataHome, version: str, limit: int | None) -> tuple[dic
     matches the README (557): a page that parsed to no content has no chunk and is a scored
     miss for every system alike. Uncovered questions (page not in the 2023-11 snapshot) are
     counted, not scored. Unanswerable own questions have no rank at all."""
-    pages = {d for (d,) in home.warehouse().rows("SELECT doc_id FROM documents WHERE index_version = ?", [version])}
+    pages = home.warehouse().doc_ids(version)
     covered, uncovered = coverage(load_benchmark("k8s_bench_eval", ROOT).records, pages)
     own_all = load_benchmark("own_labelled", ROOT).records
     own = [r for r in own_all if r.relevant]

@@ -33,7 +33,7 @@ def main() -> None:
     from infra_rag_assets.rag.chunking import HFTokenCounter
     from infra_rag_assets.rag.config import ChunkSettings
     from infra_rag_assets.rag.corpus_chunks import chunk_documents
-    from infra_rag_assets.rag.embedding import resolve_model_path
+    from infra_rag_assets.rag.embedding import DEFAULT_MODEL, resolve_model_path
     from infra_rag_assets.rag.ingest import list_pages, parse_documents, snapshot_pages
     from infra_rag_assets.rag.sources import load_sources
 
@@ -42,7 +42,7 @@ def main() -> None:
         blobs = BlobStore(Path(tmp) / "blobs")
         pages = snapshot_pages(list_pages(load_sources(args.sources)), blobs)
         docs, _ = parse_documents(pages, blobs)
-    counter = HFTokenCounter.from_model_path(resolve_model_path("all-MiniLM-L6-v2"))
+    counter = HFTokenCounter.from_model_path(resolve_model_path(DEFAULT_MODEL))
     chunks = chunk_documents(docs.iter_rows(named=True), counter, ChunkSettings())
     digest = hashlib.sha256()
     for row in chunks.select("doc_id", "start_char", "end_char", "text").sort("doc_id", "start_char").iter_rows():

@@ -22,7 +22,7 @@ from infra_rag_assets.rag.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.chunking import HFTokenCounter
 from infra_rag_assets.rag.config import ChunkSettings
 from infra_rag_assets.rag.corpus_chunks import chunk_documents
-from infra_rag_assets.rag.embedding import resolve_model_path
+from infra_rag_assets.rag.embedding import DEFAULT_MODEL, resolve_model_path
 from infra_rag_assets.rag.engine import resolve_version
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.lexical_store import LexicalDoc, LexicalSearcher, build_index
@@ -49,11 +49,11 @@ def main() -> None:
     args = parser.parse_args()
     home = DataHome.at()
     version = resolve_version(home, args.version)
-    docs = home.warehouse().frame("SELECT * FROM documents WHERE index_version = ?", [version]).to_dicts()
+    docs = home.warehouse().documents_of(version).to_dicts()
     known = {d["doc_id"] for d in docs}
     k8s = coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)[0]
     own = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]
-    counter = HFTokenCounter.from_model_path(resolve_model_path("all-MiniLM-L6-v2"))
+    counter = HFTokenCounter.from_model_path(resolve_model_path(DEFAULT_MODEL))
     results = []
     contexts = {"on": [True], "off": [False], "both": [True, False]}[args.context]
     for size in map(int, args.sizes.split(",")):

@@ -12,13 +12,14 @@ import json
 import click
 
 from .cli import UserError, console, friendly_errors, main, print_rows
+from .health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
 
 
 @main.command()
-@click.option("--max-age-days", default=14.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--max-age-days", default=DEFAULT_MAX_AGE_DAYS, show_default=True, type=click.FloatRange(min=0),
               help="oldest acceptable release event and newest index version")
-@click.option("--max-trace-errors", default=5, show_default=True, type=click.IntRange(min=0),
-              help="error outcomes allowed among the last 100 traces")
+@click.option("--max-trace-errors", default=DEFAULT_MAX_TRACE_ERRORS, show_default=True,
+              type=click.IntRange(min=0), help=f"error outcomes allowed among the last {TRACE_WINDOW} traces")
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.pass_obj
 @friendly_errors

@@ -10,6 +10,7 @@ import click
 from .cli import UserError, console, friendly_errors, main, out, print_rows
 from .rag.engine import hit_record
 from .rag.questions import QuestionError, clean_question, read_batch
+from .rag.sources import PROJECTS
 
 
 def _engine(obj: dict, version: str | None):
@@ -40,7 +41,7 @@ def _config_name(mode: str, config: str | None) -> str:
 @click.option("--version", default=None, help="index version (default: current release, else latest)")
 @click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), default="hybrid", show_default=True)
 @click.option("--config", "config", default=None, help="named retrieval config (overrides --mode)")
-@click.option("--project", default=None, help="filter: kubernetes, prometheus, argocd, cncf")
+@click.option("--project", default=None, help=f"filter: {', '.join(sorted(PROJECTS))}")
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.option("--output", "-o", default="-", help="batch output file (default stdout)")
 @click.pass_obj
@@ -208,7 +209,7 @@ def snapshot(obj, versions) -> None:
 
     home = obj["store"].data_home()
     warehouse = home.warehouse()
-    built = [v for (v,) in warehouse.rows("SELECT DISTINCT index_version FROM chunks ORDER BY 1")]
+    built = warehouse.versions_with_chunks()
     for version in versions or built:
         if version not in built:
             raise UserError(f"index version {version!r} has no chunks in the warehouse")

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
 from infra_rag_assets.rag.blobs import BlobStore
-from infra_rag_assets.rag.chunking import MAX_CHUNK_CHARS, HFTokenCounter
-from infra_rag_assets.rag.config import ChunkSettings
+from infra_rag_assets.rag.chunking import HFTokenCounter
+from infra_rag_assets.rag.config import MAX_CHUNK_CHARS, ChunkSettings
 from infra_rag_assets.rag.corpus_chunks import chunk_documents
 from infra_rag_assets.rag.ingest import (
     MAX_DOC_CHARS,

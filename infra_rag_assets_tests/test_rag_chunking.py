@@ -7,6 +7,7 @@ stage relies on; example tests pin the cutting preferences; a speed test runs re
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -24,9 +25,9 @@ from infra_rag_assets.rag.chunking import (
     chunk_document,
     chunk_id,
     context_line,
-    embedding_text,
-    text_hash,
 )
+from infra_rag_assets.rag.corpus_chunks import embed_input
+from infra_rag_assets.rag.embedding import text_hash
 from infra_rag_assets.rag.models import PageSpan, Section
 
 CORPUS = Path(os.environ.get("INFRA_RAG_CORPUS", "/work/shared/corpus")) / "kubernetes" / "concepts"
@@ -248,13 +249,35 @@ def test_pdf_page_mapping(counter):
     assert chunk.pages == (1, 2, 3)
 
 
-def test_context_line_and_embedding_text():
+def test_context_line_and_embed_input():
     path = ("EndpointSlices", "EndpointSlice API", "Address types")
     line = context_line("kubernetes", "EndpointSlices", path)
     assert line == "kubernetes › EndpointSlices › EndpointSlice API › Address types"
     chunk = ChunkSpan(0, 5, "Hello", path, "address-types", (), 1, 0)
-    assert embedding_text(chunk, line) == line + "\nHello"
-    assert embedding_text(chunk, "") == "Hello" and chunk.text == "Hello"
+    assert embed_input(line, chunk.text) == line + "\nHello"
+    assert embed_input("", chunk.text) == "Hello" and chunk.text == "Hello"
+
+
+# Values produced before the two text_hash copies were merged (chunking: utf-8 surrogatepass,
+# embedding: strict utf-8, identical on every valid string). They are persisted in
+# chunks.text_hash / chunks.embed_hash and key the embedding cache, so they must never move.
+PINNED_HASHES = {
+    "": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "abc": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+    "kube-apiserver --feature-gates": "a37d6a92347a02a91b926cac6ba941dc006eb472bfdd71cd084d1cabbe81bfed",
+    "naïve café ✓ 日本語 🚀": "d7d52842a487bf39f8b3b3cc108755fbea50233ce604883c7623e4a0757d6211",
+    "a\u200bb\x00\r\n": "9c474d45adb56678ebc0d6bd9bf5b0b1a035d1984f9fe09be21c3a2c10f7456f",
+    embed_input("kubernetes › Pods", "A Pod is the smallest unit."):
+        "3cf9ae272f2970e3f2f1a2f1ff21212eee73cf122f9fb1e7d863389ddd1cb128",
+}
+
+
+def test_text_hash_values_are_pinned():
+    for text, digest in PINNED_HASHES.items():
+        assert text_hash(text) == digest
+        assert hashlib.sha256(text.encode("utf-8")).hexdigest() == digest  # the strict encoding agrees
+    # a lone surrogate (no stored text can hold one) still hashes, as chunking always did
+    assert text_hash("\ud800") == "91a681b998555fb475479817b126c94e57e52011fa1842c5d188795a4a05226b"
 
 
 def test_ids_and_config_hash_are_stable():

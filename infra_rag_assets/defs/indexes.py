@@ -14,7 +14,7 @@ from .resources import EmbedderResource, RagStore
 
 
 def _chunks(store: RagStore, version: str) -> pl.DataFrame:
-    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ? ORDER BY chunk_id", [version])
+    frame = store.warehouse().chunks_of(version)
     if frame.is_empty():
         raise dg.Failure(f"no chunks for {version}: materialize chunks first")
     return frame
@@ -122,7 +122,7 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
 
 
 def _chunk_count(store: RagStore, version: str) -> int:
-    return store.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [version])[0][0]
+    return store.warehouse().chunk_count(version)
 
 
 @dg.asset_check(asset=vectors, blocking=True, partitions_def=index_version,
@@ -152,6 +152,6 @@ def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagSto
     page_searcher = open_page_searcher(store.tantivy_root() / version)
     page_docs = page_searcher.doc_count() if page_searcher else -1
     chunks = _chunk_count(store, version)
-    pages = store.warehouse().rows("SELECT count(DISTINCT doc_id) FROM chunks WHERE index_version = ?", [version])[0][0]
+    pages = store.warehouse().page_count(version)
     return dg.AssetCheckResult(passed=docs == chunks and page_docs == pages, metadata={
         "chunks": chunks, "lexical_docs": docs, "pages_with_chunks": pages, "page_index_docs": page_docs})

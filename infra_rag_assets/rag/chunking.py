@@ -13,7 +13,7 @@ tokenizer drops (e.g. U+200B) is still emitted, with ``token_count == 0``, so th
 non-whitespace text goes missing; a heading with no body of its own is a chunk of its own.
 
 Token budget. all-MiniLM-L6-v2 has ``max_seq_length == 256`` word pieces, and that window
-also holds ``[CLS]``/``[SEP]`` and the context line prepended by :func:`embedding_text`.
+also holds ``[CLS]``/``[SEP]`` and the context line prepended by ``corpus_chunks.embed_input``.
 ``max_tokens`` counts chunk text only. The provisional default 256 is the model window, the
 largest chunk the model can see at all: the chunk's slice, lexical index and citations stay
 whole, but for a full-size chunk the embedding input loses its last ``2 + len(context)``
@@ -31,13 +31,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from .config import ChunkSettings
 from .models import PageSpan, Section
 
 CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
-# Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
-# most chunks in one document 335. The bounds leave ~2x and ~6x headroom.
-MAX_CHUNK_CHARS = 8_000
-MAX_CHUNKS_PER_DOC = 2_000
 
 # Strength of a whitespace run as a cut point; splitting at level L cuts at runs >= L.
 _WORD, _SENTENCE, _LINE, _PARAGRAPH = 1, 2, 3, 4
@@ -111,11 +108,12 @@ class ChunkerConfig:
     real corpus reaches (README, "Data and parsing"), so normal pages never meet them.
     """
 
-    target_tokens: int = 256
-    max_tokens: int = 256
-    min_tokens: int = 16
-    max_chars: int = MAX_CHUNK_CHARS
-    max_chunks: int = MAX_CHUNKS_PER_DOC
+    # Defaults are the build defaults (config.ChunkSettings is their one home).
+    target_tokens: int = ChunkSettings.target_tokens
+    max_tokens: int = ChunkSettings.max_tokens
+    min_tokens: int = ChunkSettings.min_tokens
+    max_chars: int = ChunkSettings.max_chars
+    max_chunks: int = ChunkSettings.max_chunks
 
     def __post_init__(self) -> None:
         if not 0 < self.target_tokens <= self.max_tokens or self.min_tokens < 0:
@@ -193,15 +191,6 @@ def context_line(project: str, title: str, section_path: Sequence[str]) -> str:
     title_key = _one_line(title).casefold()
     parts = [project, title, *(p for p in section_path if _one_line(p).casefold() != title_key)]
     return " › ".join(p for p in map(_one_line, parts) if p)
-
-
-def embedding_text(chunk: ChunkSpan, context: str) -> str:
-    """Model input: context line, newline, chunk text. Never stored as the chunk's text."""
-    return f"{context}\n{chunk.text}" if context else chunk.text
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def chunk_id(doc_id: str, start: int, end: int, text_hash: str) -> str:

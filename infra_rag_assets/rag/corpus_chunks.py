@@ -12,8 +12,9 @@ from typing import Callable, Iterable
 
 import polars as pl
 
-from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, is_truncated, text_hash
+from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, is_truncated
 from .config import ChunkSettings
+from .embedding import text_hash
 from .models import STATUS_OK, PageSpan, Section
 
 SECTION_SEP = " › "

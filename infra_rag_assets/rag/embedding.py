@@ -120,8 +120,11 @@ def weights_hash(path: str | Path) -> str:
 
 
 def text_hash(text: str) -> str:
-    """Cache key of one text: sha256 of exactly the UTF-8 bytes that get embedded."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """sha256 hex of the text's UTF-8 bytes: the cache key, and also ``chunks.text_hash`` and
+    ``chunks.embed_hash``. Persisted, so never change it. ``surrogatepass`` only matters for a
+    lone surrogate (strict UTF-8 rejects it and no stored text can hold one): every valid
+    string has the same bytes either way."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,8 @@ class ReleaseEvent:
 
 def history(warehouse: Warehouse) -> list[ReleaseEvent]:
     """All release events, oldest first."""
-    rows = warehouse.frame("SELECT * FROM releases ORDER BY occurred_at, event_id").to_dicts()
     return [ReleaseEvent(**{k: v for k, v in r.items() if k != "metrics_json"},
-                         metrics=json.loads(r["metrics_json"] or "{}")) for r in rows]
+                         metrics=json.loads(r["metrics_json"] or "{}")) for r in warehouse.release_events()]
 
 
 def current_release(warehouse: Warehouse) -> str | None:

@@ -88,7 +88,7 @@ class RerankerUnavailable(RuntimeError):
 
 
 def catalog_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict]:
-    """chunk_id -> row, e.g. from ``warehouse.frame("SELECT * FROM chunks WHERE ...").iter_rows(named=True)``."""
+    """chunk_id -> row, e.g. from ``warehouse.chunks_of(version).iter_rows(named=True)``."""
     return {row["chunk_id"]: dict(row) for row in rows}
 
 

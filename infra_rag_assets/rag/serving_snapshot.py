@@ -92,14 +92,13 @@ def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str,
     """Write ``version``'s snapshot from the build warehouse (its chunks, config and creation
     time). ``rows``: the version's chunk rows when the caller has them loaded already."""
     warehouse = home.warehouse()
-    created = warehouse.rows("SELECT created_at FROM index_versions WHERE index_version = ?", [version])
-    if not created:
+    info = warehouse.version_info(version)
+    if info is None:
         raise ValueError(f"index version {version!r} is not registered in {warehouse.path}")
     if rows is None:
-        rows = warehouse.frame(f"SELECT {', '.join(CATALOG_FIELDS)} FROM chunks WHERE index_version = ? "
-                               "ORDER BY chunk_id", [version]).iter_rows(named=True)
+        rows = warehouse.chunks_of(version, CATALOG_FIELDS).iter_rows(named=True)
     return write_snapshot(home.serving_root(), version, rows, warehouse.version_config(version) or {},
-                          created_at=created[0][0].replace(tzinfo=timezone.utc))
+                          created_at=info["created_at"].replace(tzinfo=timezone.utc))
 
 
 def _schema() -> pa.Schema:

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Self
 
-from ..models import STATUS_ERROR, ParsedDocument
-from .dispatch import PARSERS, parse_page
+from ..models import ParsedDocument
+from .dispatch import failed, parse_page
 
 # Measured on the real corpus: the slowest page parses in 0.35 s (the 1.5 MB CNCF whitepaper).
 PARSE_BUDGET_S = 20.0
@@ -65,11 +65,11 @@ class ParseWorker:
             ready, _, _ = select.select([proc.stdout], [], [], self.budget_s)
             if not ready:
                 self.close()
-                return _failed(kind, f"parse exceeded the {self.budget_s:g} s time budget; stopped")
+                return failed(kind, f"parse exceeded the {self.budget_s:g} s time budget; stopped")
             return _read(proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
             self.close()
-            return _failed(kind, f"parser process died ({type(exc).__name__}); page skipped")
+            return failed(kind, f"parser process died ({type(exc).__name__}); page skipped")
 
     def close(self) -> None:
         if self._proc is not None:
@@ -78,11 +78,6 @@ class ParseWorker:
             for pipe in (self._proc.stdin, self._proc.stdout):
                 pipe.close()
             self._proc = None
-
-
-def _failed(kind: str, reason: str) -> ParsedDocument:
-    name, version = PARSERS.get(kind, ("?", "?"))
-    return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=reason, parser=name, parser_version=version)
 
 
 def _write(stream, value: object) -> None:

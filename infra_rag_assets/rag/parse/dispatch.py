@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..models import STATUS_ERROR, ParsedDocument
 from . import html, markdown, pdf
+from .guard import never_raise
 
 PARSERS = {
     "markdown_tree": (markdown.PARSER_NAME, markdown.PARSER_VERSION),
@@ -19,17 +20,21 @@ def parser_versions() -> dict[str, str]:
 def parse_page(kind: str, raw: bytes, *, path: str = "", url: str = "", appendix: str = "") -> ParsedDocument:
     """Parse one page's bytes; never raises (a parser bug becomes an ``error`` record).
     ``appendix``: Markdown the published page shows after the source body (a section listing)."""
-    try:
-        if kind == "markdown_tree":
-            doc = markdown.parse_markdown(raw, path=path, appendix=appendix)
-        elif kind == "html_pages":
-            doc = html.parse_html(raw, path=path, url=url)
-        elif kind == "pdf_files":
-            doc = pdf.parse_pdf(raw, path=path)
-        else:
-            return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=f"unknown kind {kind}")
-    except Exception as exc:  # noqa: BLE001 - one bad page must not end the run
-        name, version = PARSERS.get(kind, ("?", "?"))
-        return ParsedDocument(text="", title="", status=STATUS_ERROR, parser=name,
-                              parser_version=version, reason=f"parser crashed: {type(exc).__name__}: {exc}"[:300])
-    return doc
+    if kind not in PARSERS:
+        return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=f"unknown kind {kind}")
+    return never_raise(lambda: _parse(kind, raw, path, url, appendix), lambda reason: failed(kind, reason),
+                       "parser crashed")
+
+
+def _parse(kind: str, raw: bytes, path: str, url: str, appendix: str) -> ParsedDocument:
+    if kind == "markdown_tree":
+        return markdown.parse_markdown(raw, path=path, appendix=appendix)
+    if kind == "html_pages":
+        return html.parse_html(raw, path=path, url=url)
+    return pdf.parse_pdf(raw, path=path)
+
+
+def failed(kind: str, reason: str) -> ParsedDocument:
+    """The ``error`` record of a page of ``kind`` whose parse failed outside the parser's own checks."""
+    name, version = PARSERS.get(kind, ("?", "?"))
+    return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=reason, parser=name, parser_version=version)

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..models import STATUS_ERROR, STATUS_NO_CONTENT, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
+from .guard import never_raise
 from .markdown import page_kind, title_from_path
 from .sections import build_sections, ensure_title, has_prose, iter_headings, split_fenced
 
@@ -34,10 +35,8 @@ _INLINE_CODE_RE = re.compile(r"(`[^`\n]+`)")
 
 def parse_html(raw: bytes, *, path: str = "", url: str = "", max_bytes: int = 10_000_000) -> ParsedDocument:
     """Parse one HTML page. Never raises: failures come back as an ``error`` record."""
-    try:
-        return _parse(raw, path, url, max_bytes)
-    except Exception as exc:  # noqa: BLE001 - one odd page must never stop an ingestion run
-        return _doc("", "", STATUS_ERROR, f"html parser failed: {type(exc).__name__}: {exc}"[:300])
+    return never_raise(lambda: _parse(raw, path, url, max_bytes),
+                       lambda reason: _doc("", "", STATUS_ERROR, reason), "html parser failed")
 
 
 def _doc(text: str, title: str, status: str, reason: str = "", **extra: Any) -> ParsedDocument:

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from ..models import STATUS_ERROR, STATUS_NO_CONTENT, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
+from .guard import never_raise
 from .sections import (
     build_sections,
     ensure_title,
@@ -89,10 +90,8 @@ _PATH_KINDS = (  # first match wins: the glossary lives under reference/
 def parse_markdown(raw: bytes, *, path: str = "", max_bytes: int = 10_000_000, appendix: str = "") -> ParsedDocument:
     """Parse one Markdown page. Never raises: failures come back as an ``error`` record.
     ``appendix`` is Markdown appended to the body before cleaning (see ``section_index``)."""
-    try:
-        return _parse(raw, path, max_bytes, appendix)
-    except Exception as exc:  # noqa: BLE001 - one odd page must never stop an ingestion run
-        return _doc("", "", STATUS_ERROR, f"markdown parser failed: {type(exc).__name__}: {exc}"[:300])
+    return never_raise(lambda: _parse(raw, path, max_bytes, appendix),
+                       lambda reason: _doc("", "", STATUS_ERROR, reason), "markdown parser failed")
 
 
 def _doc(text: str, title: str, status: str, reason: str = "", **extra: Any) -> ParsedDocument:

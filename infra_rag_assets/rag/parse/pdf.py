@@ -20,6 +20,7 @@ import pymupdf
 from infra_rag_assets.rag.models import (
     STATUS_ERROR, STATUS_NO_CONTENT, STATUS_OK, STATUS_TOO_LARGE, PageSpan, ParsedDocument, Section,
 )
+from infra_rag_assets.rag.parse.guard import never_raise
 from infra_rag_assets.rag.parse.sections import slugify
 
 PARSER_NAME = "pdf"
@@ -61,9 +62,8 @@ class _Row:
 def parse_pdf(raw: bytes, *, path: str = "", max_bytes: int = 50_000_000) -> ParsedDocument:
     """Parse PDF bytes. Never raises: unreadable input comes back as a status and reason."""
     try:
-        return _parse(raw, path, max_bytes)
-    except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
-        return _failed(STATUS_ERROR, f"parse failed: {type(exc).__name__}: {exc}", path)
+        return never_raise(lambda: _parse(raw, path, max_bytes),
+                           lambda reason: _failed(STATUS_ERROR, reason, path), "parse failed", limit=None)
     finally:
         pymupdf.TOOLS.reset_mupdf_warnings()  # MuPDF keeps warnings globally; don't let them pile up
 
