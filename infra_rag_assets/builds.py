@@ -199,15 +199,6 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
 COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse
 
 
-def latest_version_with(store: RagStore, table: str, exclude: str = "") -> str | None:
-    """The newest version (by creation time) that has rows in ``table``."""
-    found = store.warehouse().rows(
-        f"SELECT v.index_version FROM index_versions v WHERE v.index_version <> ? AND EXISTS "
-        f"(SELECT 1 FROM {table} t WHERE t.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1",
-        [exclude])
-    return found[0][0] if found else None
-
-
 def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, start: str) -> str:
     """Copy the stages before ``start`` from the newest earlier version whose sources match.
 
@@ -223,7 +214,7 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
         raise ValueError(f"a new version can start --from {', '.join(COPYABLE_FROM)}; "
                          f"to rerun {start} of an existing version add --version")
     warehouse = store.warehouse()
-    previous = latest_version_with(store, "documents", exclude=version)
+    previous = store.warehouse().newest_version_with("documents", exclude=version)
     if previous is None:
         raise ValueError("--from needs an earlier version with documents; run a full build first")
     fingerprints = dict(warehouse.rows(

@@ -19,7 +19,7 @@ from .rag import releases
 from .rag.home import DataHome
 
 # One freshness window for `infra-rag health` and the serving asset's FreshnessPolicy fail_window.
-DEFAULT_MAX_AGE_DAYS = 14.0
+DEFAULT_MAX_AGE_DAYS = releases.MAX_AGE_DAYS
 TRACE_WINDOW = 100
 DEFAULT_MAX_TRACE_ERRORS = 5
 

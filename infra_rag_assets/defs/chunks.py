@@ -31,7 +31,7 @@ def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.Materialize
     version = context.partition_key
     warehouse = store.warehouse()
     config = BuildConfig.from_dict(warehouse.version_config(version) or {})
-    docs = warehouse.frame("SELECT * FROM documents WHERE index_version = ? ORDER BY doc_id", [version])
+    docs = warehouse.documents_of(version, order_by=("doc_id",))
     if docs.is_empty():
         raise dg.Failure(f"no documents for {version}: materialize documents first")
     counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
@@ -80,7 +80,7 @@ def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagSt
         "ON d.index_version = c.index_version AND d.doc_id = c.doc_id WHERE c.index_version = ? "
         "AND substr(d.text, c.start_char + 1, c.end_char - c.start_char) IS DISTINCT FROM c.text",
         [context.partition_key])
-    total = store.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [context.partition_key])[0][0]
+    total = store.warehouse().chunk_count(context.partition_key)
     return dg.AssetCheckResult(passed=bad.is_empty() and total > 0,
                                metadata={"chunks_checked": total, "violations": len(bad),
                                          "examples": md_table(bad, 10)})

@@ -72,8 +72,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     engine = QueryEngine(store.data_home(), version)
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
-    known = {doc_id for (doc_id,) in warehouse.rows(
-        "SELECT doc_id FROM documents WHERE index_version = ?", [version])}
+    known = warehouse.doc_ids(version)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
     try:

@@ -23,6 +23,7 @@ import dagster as dg
 from pydantic import Field
 
 from ..rag.config import stable_hash
+from ..rag.embedding import DEFAULT_MODEL
 from .chunks import chunks_version
 from .resources import PROJECT_ROOT, RagStore
 
@@ -42,7 +43,7 @@ def default_train_split() -> str:
 
 
 class DomainModelConfig(dg.Config):
-    base_model: str = Field(default="all-MiniLM-L6-v2", description="sentence-transformers id or local path")
+    base_model: str = Field(default=DEFAULT_MODEL, description="sentence-transformers id or local path")
     train_split: str = Field(default_factory=default_train_split, description="train split JSONL (never eval/test)")
     max_questions: int = Field(default=DEFAULT_MAX_QUESTIONS,
                                description="seeded sample of usable questions; 0 = all of them")
@@ -78,8 +79,7 @@ def domain_model(context: dg.AssetExecutionContext, config: DomainModelConfig, s
 
     _refuse_non_train(config.train_split)
     version = config.index_version or newest_version_with_chunks(store)
-    frame = store.warehouse().frame("SELECT chunk_id, doc_id, text, context, embed_hash FROM chunks "
-                                    "WHERE index_version = ? ORDER BY chunk_id", [version])
+    frame = store.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text", "context", "embed_hash"))
     if frame.is_empty():
         raise dg.Failure(f"no chunks for index version {version!r}: materialize its chunks first")
     lineage = {"index_version": version, "chunks_version": chunks_version(frame),
@@ -107,12 +107,10 @@ def model_key(lineage: dict, config: DomainModelConfig) -> str:
 
 def newest_version_with_chunks(store: RagStore) -> str:
     """The most recently created index version that has chunk rows (others are half built)."""
-    rows = store.warehouse().rows(
-        "SELECT v.index_version FROM index_versions v WHERE EXISTS (SELECT 1 FROM chunks c "
-        "WHERE c.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1")
-    if not rows:
+    found = store.warehouse().newest_version_with("chunks")
+    if not found:
         raise dg.Failure("no index version has chunks yet: build one (through chunks) first")
-    return rows[0][0]
+    return found
 
 
 def _refuse_non_train(path: str) -> None:

@@ -68,7 +68,8 @@ class ServingChange(dg.Config):
     group_name="serving",
     kinds={"duckdb"},
     owners=["team:search-platform"],
-    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(days=14), warn_window=timedelta(days=8)),
+    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(days=releases.MAX_AGE_DAYS),
+                                                    warn_window=timedelta(days=releases.WARN_AGE_DAYS)),
     description="What serves now. Materialized by the release_version job (serve an approved version) and the "
     "rollback job (serve the previous release again), both through the append-only release history; "
     "metadata names the version, its scorecard, the actor and the reason. The canary checks it hourly.",

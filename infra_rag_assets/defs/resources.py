@@ -14,6 +14,7 @@ from pydantic import Field
 
 from ..rag.blobs import BlobStore
 from ..rag.config import BuildConfig, ChunkSettings, make_build_config
+from ..rag.embedding import DEFAULT_MODEL
 from ..rag.home import DataHome, default_home
 from ..rag.sources import Source, load_sources
 from ..rag.warehouse import Warehouse
@@ -27,7 +28,7 @@ def default_sources_file() -> str:
 
 def default_model() -> str:
     """INFRA_RAG_MODEL (e.g. a domain_model path) or the bundled base model."""
-    return os.environ.get("INFRA_RAG_MODEL") or "all-MiniLM-L6-v2"
+    return os.environ.get("INFRA_RAG_MODEL") or DEFAULT_MODEL
 
 
 class RagStore(dg.ConfigurableResource):
@@ -64,10 +65,10 @@ class BuildSettings(dg.ConfigurableResource):
 
     sources_file: str = Field(default_factory=default_sources_file)
     model: str = Field(default_factory=default_model, description="sentence-transformers id or local path "
-                       "(default: env INFRA_RAG_MODEL, else all-MiniLM-L6-v2)")
-    chunk_target_tokens: int = 256
-    chunk_max_tokens: int = 256
-    context_line: bool = True
+                       f"(default: env INFRA_RAG_MODEL, else {DEFAULT_MODEL})")
+    chunk_target_tokens: int = ChunkSettings.target_tokens
+    chunk_max_tokens: int = ChunkSettings.max_tokens
+    context_line: bool = ChunkSettings.context_line
 
     def sources(self) -> list[Source]:
         return load_sources(self.sources_file)

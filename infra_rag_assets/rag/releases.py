@@ -24,6 +24,12 @@ from .serving_snapshot import write_json_atomic
 from .warehouse import Warehouse
 
 
+# How old a release may get before it is overdue (the sources sensor or the release gate has
+# silently stopped): the `release` asset's FreshnessPolicy and `infra-rag health` both use these.
+MAX_AGE_DAYS = 14.0
+WARN_AGE_DAYS = 8.0
+
+
 @dataclass(frozen=True)
 class ReleaseEvent:
     event_id: str
