@@ -98,10 +98,12 @@ def main() -> None:
                           "chunks_of_edited_pages": chunks_of(home, version, edited)}
         print(label, results[label], flush=True)
     if "cold" in results:
-        results["unchanged"]["share_of_cold_time"] = round(results["unchanged"]["seconds"] / results["cold"]["seconds"], 3)
+        cold_s = results["cold"]["seconds"]
+        results["unchanged"]["share_of_cold_time"] = round(results["unchanged"]["seconds"] / cold_s, 3)
     out = ROOT / "eval" / "results" / "build_benchmark.json"
     out.write_text(json.dumps(results, indent=2))
-    print("\n| build | wall s | chunks | embedded | cache hit | chunks/s | peak RSS MiB |\n|---|---|---|---|---|---|---|")
+    print("\n| build | wall s | chunks | embedded | cache hit | chunks/s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
     for label, r in results.items():
         print(f"| {label} | {r['seconds']} | {r['chunks']} | {r['texts_embedded']} | {r['cache_hit_rate']} "
               f"| {r['chunks_per_second']} | {r['peak_rss_mib']} |")

@@ -38,9 +38,9 @@ from lancedb.index import FTS
 from infra_rag_assets.rag.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.embedding import Embedder
 from infra_rag_assets.rag.engine import QueryEngine, resolve_version, single_thread_queries
+from infra_rag_assets.rag.fusion import cap_per_page
 from infra_rag_assets.rag.home import DataHome
 from infra_rag_assets.rag.metrics import ndcg_at, rank_of_first_relevant, summarize
-from infra_rag_assets.rag.fusion import cap_per_page
 from infra_rag_assets.rag.vector_store import table_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,7 +204,7 @@ def margins(results: dict[str, dict], qset: str) -> dict[str, dict]:
     """Best ours minus best peer, per metric (each side picks its own best system)."""
     out = {}
     for metric in ("mrr@10", "hit@5"):
-        def best(prefix_ours: bool):
+        def best(prefix_ours: bool, metric: str = metric):
             pool = {s: r[qset][metric] for s, r in results.items() if s.startswith("ours-") == prefix_ours}
             return max(pool.items(), key=lambda kv: kv[1])
         (o_name, o_val), (p_name, p_val) = best(True), best(False)

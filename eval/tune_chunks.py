@@ -64,7 +64,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 target = Path(tmp) / "idx"
                 build_index(target, (LexicalDoc(r["chunk_id"], r["doc_id"], r["project"], r["source"], r["page_kind"],
-                                                r["section_path"], r["title"] if context else "", r["text"], list(r["pages"]))
+                                                r["section_path"], r["title"] if context else "", r["text"],
+                                                list(r["pages"]))
                                      for r in frame.iter_rows(named=True)))
                 searcher = LexicalSearcher.open(target)
                 doc_of = dict(zip(frame["chunk_id"], frame["doc_id"]))

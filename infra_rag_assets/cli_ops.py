@@ -34,7 +34,8 @@ def release_cmd(obj, version) -> None:
         result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
                                      tags={"infra_rag/origin": "cli-release"})
         if result.success:
-            result = change_serving(instance, obj["store"], "release", version, tags={"infra_rag/origin": "cli-release"})
+            result = change_serving(instance, obj["store"], "release", version,
+                                    tags={"infra_rag/origin": "cli-release"})
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
         message = failure.step_failure_data.error.message.strip().splitlines()[0] if failure else "failed"

@@ -12,7 +12,7 @@ a table and its exit code alone is a usable probe.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .rag import releases
@@ -91,13 +91,13 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
     events = releases.read_pointer(home.release_pointer()).get("history", [])
     problems, release_age, index_age = [], None, None
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if events:
         current = events[-1]["index_version"]
         # The promotion of what serves now; a rollback re-serves an older promotion, so its
         # age is that promotion's age, not the rollback's.
         promoted = [e for e in events if e["action"] == "release" and e["index_version"] == current] or events[-1:]
-        occurred = datetime.fromisoformat(promoted[-1]["occurred_at"]).replace(tzinfo=timezone.utc)
+        occurred = datetime.fromisoformat(promoted[-1]["occurred_at"]).replace(tzinfo=UTC)
         release_age = (now - occurred).total_seconds() / 86400
         if release_age > max_age_days:
             problems.append(f"release {current} is {release_age:.1f} days old")

@@ -135,7 +135,8 @@ def built_index(tmp_path_factory):
     """
     import dagster as dg
 
-    from infra_rag_assets.builds import INDEX_STAGES as STAGES, materialize_version, register_version
+    from infra_rag_assets.builds import INDEX_STAGES as STAGES
+    from infra_rag_assets.builds import materialize_version, register_version
     from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 
     base = tmp_path_factory.mktemp("built_index")

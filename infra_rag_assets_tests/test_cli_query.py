@@ -78,7 +78,8 @@ def test_bad_batch_line(run, tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"id": "a", "question": "ok"}\n{"id": "a", "question": "again"}\n', "bad.jsonl:2: duplicate id 'a' (first on line 1)"),
+    (b'{"id": "a", "question": "ok"}\n{"id": "a", "question": "again"}\n',
+     "bad.jsonl:2: duplicate id 'a' (first on line 1)"),
     (b'{"id": null, "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got null"),
     (b'{"id": [1], "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got a list"),
     (b'{"id": "a", "question": null}\n', "bad.jsonl:1: question must be a string, got null"),

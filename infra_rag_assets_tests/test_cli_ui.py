@@ -60,7 +60,8 @@ def test_cli_build_is_visible_in_the_ui_it_opens(cli_env, tmp_path):
     assert build.returncode == 0, build.stderr[-2000:]
     version = build.stdout.strip().splitlines()[-1]
     submit = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", "--through", "source_pages",
-                             "--submit"], env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+                             "--submit"], env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                            check=False)
     assert submit.returncode == 0, submit.stderr[-2000:]
     queued_version = submit.stdout.strip().splitlines()[-1]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from infra_rag_assets.builds import INDEX_STAGES as STAGES, materialize_version, register_version
+from infra_rag_assets.builds import INDEX_STAGES as STAGES
+from infra_rag_assets.builds import materialize_version, register_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.vector_store import count_rows, read_model_info

@@ -68,7 +68,8 @@ def _cli(site, *args: str) -> subprocess.CompletedProcess:
 
 
 def _runs(site) -> dict[str, tuple[str, str]]:
-    return {run_id: (job, status) for run_id, job, status in _sql(site, "SELECT run_id, pipeline_name, status FROM runs")}
+    rows = _sql(site, "SELECT run_id, pipeline_name, status FROM runs")
+    return {run_id: (job, status) for run_id, job, status in rows}
 
 
 def _wait(predicate, what: str, timeout: float = TIMEOUT_S, daemon: subprocess.Popen | None = None):

@@ -369,7 +369,7 @@ def test_concurrent_builders_serialize(tmp_path: Path) -> None:
     def run(name: str, docs: list[LexicalDoc]) -> None:
         try:
             build_index(final, slow_docs(name, docs), heap_bytes=20_000_000)
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)
 
     threads = [

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from infra_rag_assets.defs.resources import EmbedderResource, RagStore
-from infra_rag_assets.rag.lexical_store import LexicalSearcher, page_index_dir
 from infra_rag_assets.rag.fusion import add_page_terms, best_per_page, cap_per_page
+from infra_rag_assets.rag.lexical_store import LexicalSearcher, page_index_dir
 from infra_rag_assets.rag.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
 
 PAGE = {"a1": "A", "a2": "A", "b1": "B", "c1": "C"}.get
@@ -50,7 +50,8 @@ def test_page_config_hash_and_validation():
 def index(built_index):
     store, version = RagStore(home=str(built_index["home"])), built_index["version"]
     frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
-    return store, version, catalog_from_rows(frame.iter_rows(named=True)), EmbedderResource().embedder("all-MiniLM-L6-v2")
+    embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
+    return store, version, catalog_from_rows(frame.iter_rows(named=True)), embedder
 
 
 QUESTION = "How do I roll back a Deployment to a previous revision?"

@@ -29,7 +29,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import make_fixture_corpus, write_fixture_sources
 
 REPO = Path(__file__).resolve().parents[1]
@@ -214,7 +213,8 @@ class Page:
             return
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
-            skips = [b for b in self.d.find_elements(By.XPATH, "//div[@role='dialog']//button[normalize-space()='Skip']")
+            skip_xpath = "//div[@role='dialog']//button[normalize-space()='Skip']"
+            skips = [b for b in self.d.find_elements(By.XPATH, skip_xpath)
                      if b.is_displayed()]
             if skips:
                 skips[0].click()

@@ -10,7 +10,6 @@ from .release import release_version_job
 from .resources import BuildSettings, RagStore
 
 
-
 @dg.sensor(
     job_name="reindex",  # defined in defs/jobs.py from the asset graph
     minimum_interval_seconds=3600,

@@ -1,9 +1,8 @@
 """chunks: section-aware, token-sized exact slices of every ok document."""
 
+import dagster as dg
 import numpy as np
 import polars as pl
-
-import dagster as dg
 
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import chunk_documents

@@ -3,9 +3,8 @@
 
 import json
 
-import polars as pl
-
 import dagster as dg
+import polars as pl
 
 from ..rag.config import stable_hash
 from ..rag.ingest import parse_documents, parser_tag
@@ -83,8 +82,9 @@ def document_from_row(row: dict) -> ParsedDocument:
     )
 
 
-@dg.asset_check(asset=documents, blocking=True, partitions_def=index_version, description="Every section and page span lies inside "
-                "its document and every heading span slices its heading text (ERROR, blocking).")
+@dg.asset_check(asset=documents, blocking=True, partitions_def=index_version,
+                description="Every section and page span lies inside its document and every heading span "
+                "slices its heading text (ERROR, blocking).")
 def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     version = context.partition_key
     rows = store.warehouse().frame(
@@ -102,7 +102,8 @@ def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: Rag
     )
 
 
-@dg.asset_check(asset=documents, partitions_def=index_version, description="Share of pages per project that failed to parse "
+@dg.asset_check(asset=documents, partitions_def=index_version,
+                description="Share of pages per project that failed to parse "
                 f"(error/too_large) stays under {FAILURE_RATE_WARN:.0%} (WARN).")
 def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     version = context.partition_key

@@ -6,11 +6,11 @@ one scorecard. A regime dimension would multiply runs and scatter that compariso
 """
 
 import os
-
-import polars as pl
-import torch
+from datetime import UTC
 
 import dagster as dg
+import polars as pl
+import torch
 
 from ..rag import gates as gate_lib
 from ..rag import releases
@@ -113,7 +113,8 @@ def _missing_indexes(store: RagStore, version: str) -> list[str]:
     return missing + ([] if (home.tantivy_root() / version).is_dir() else ["lexical_index"])
 
 
-def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, engine, known: set[str]) -> list[BenchmarkRun]:
+def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, engine,
+                    known: set[str]) -> list[BenchmarkRun]:
     runs = []
     for name in config.benchmarks:
         bench = load_benchmark(name, PROJECT_ROOT)
@@ -155,12 +156,15 @@ def _frames(runs: list[BenchmarkRun], version: str, run_id: str) -> tuple[pl.Dat
 
 
 def _slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:
-    wanted = metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(["mrr@10", "hit@5"])
-                            & pl.col("regime").is_in(["serving", "dense", "lexical"])).with_columns(pl.col("value").round(3))
+    wanted = (metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(["mrr@10", "hit@5"])
+                             & pl.col("regime").is_in(["serving", "dense", "lexical"]))
+              .with_columns(pl.col("value").round(3)))
     if wanted.is_empty():
         return wanted
-    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"), pl.col("n").cast(pl.Int64))
-            .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value").sort("benchmark", "slice_value"))
+    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"),
+                                pl.col("n").cast(pl.Int64))
+            .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value")
+            .sort("benchmark", "slice_value"))
 
 
 def _regime_hashes(results: pl.DataFrame) -> dict:
@@ -181,9 +185,9 @@ def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM
 
 
 def _utc_text(epoch: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return f"{datetime.fromtimestamp(epoch, timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    return f"{datetime.fromtimestamp(epoch, UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def lineage_table(lineage: list[dict]) -> dg.MarkdownMetadataValue:

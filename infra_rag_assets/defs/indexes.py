@@ -2,9 +2,8 @@
 
 import time
 
-import polars as pl
-
 import dagster as dg
+import polars as pl
 
 from ..rag.config import BuildConfig, stable_hash
 from ..rag.corpus_chunks import embed_input
@@ -65,7 +64,8 @@ def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: Embed
             "seconds_total": round(time.perf_counter() - started, 2),
             "bytes_on_disk": table.bytes_on_disk or 0,
         },
-        data_version=dg.DataVersion(stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)),
+        data_version=dg.DataVersion(
+            stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)),
     )
 
 
@@ -112,7 +112,8 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     return dg.MaterializeResult(
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
                   "page_documents": page_count,
-                  "serving_snapshot": dg.MetadataValue.path(str(snapshot_dir(store.data_home().serving_root(), version))),
+                  "serving_snapshot": dg.MetadataValue.path(
+                      str(snapshot_dir(store.data_home().serving_root(), version))),
                   "serving_catalog_sha256": snapshot.catalog_sha256[:16],
                   "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
                   "seconds_indexing": round(time.perf_counter() - started, 2),

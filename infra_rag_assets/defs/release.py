@@ -9,18 +9,16 @@ pointer the service reads); every move is one materialization of serving_release
 shows what serves, since when, who moved it and why, and its history.
 """
 
-from datetime import timedelta
-
-import polars as pl
+from datetime import UTC, timedelta
 
 import dagster as dg
+import polars as pl
 
 from ..rag import releases
 from .evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
 from .partitions import index_version
-from .reporting import floats, md_table, run_link, rounded
+from .reporting import floats, md_table, rounded, run_link
 from .resources import RagStore
-
 
 
 def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
@@ -113,9 +111,8 @@ def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> di
 
 
 def _utc(naive) -> float:
-    from datetime import timezone
 
-    return naive.replace(tzinfo=timezone.utc).timestamp()
+    return naive.replace(tzinfo=UTC).timestamp()
 
 
 SERVING = dg.AssetSelection.assets(serving_release).without_checks()  # the canary runs on its own clock

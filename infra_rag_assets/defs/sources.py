@@ -1,9 +1,8 @@
 """source_pages: snapshot every page of every configured source into the blob store."""
 
 
-import polars as pl
-
 import dagster as dg
+import polars as pl
 
 from ..rag.config import stable_hash
 from ..rag.ingest import list_pages, snapshot_pages

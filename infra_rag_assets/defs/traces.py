@@ -5,9 +5,8 @@ copies the rows it has not seen yet into the warehouse's ``traces`` table (idemp
 trace id), so evals on real traffic can join them with eval results and chunks in SQL.
 """
 
-import polars as pl
-
 import dagster as dg
+import polars as pl
 
 from ..rag.traces import load_into_warehouse
 from .reporting import md_table

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .embedding import DEFAULT_MODEL
 from .sources import Source
@@ -48,7 +48,7 @@ class BuildConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "BuildConfig":
+    def from_dict(cls, raw: dict) -> BuildConfig:
         raw = dict(raw)
         raw["chunking"] = ChunkSettings(**raw.get("chunking", {}))
         return cls(**raw)
@@ -76,7 +76,7 @@ def sources_fingerprint(snapshots: list[dict]) -> str:
 
 def new_version_name(config_hash: str, existing: set[str], now: datetime | None = None) -> str:
     """``2026-11-29T1830-3f9a2c``: UTC minute + short config hash, suffixed when taken."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     base = f"{now:%Y-%m-%dT%H%M}-{config_hash[:6]}"
     name, n = base, 2
     while name in existing:

@@ -8,7 +8,7 @@ is prepended for embedding and indexing only; ``text`` is always the exact slice
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import polars as pl
 
@@ -69,7 +69,8 @@ def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, wi
         rows.append({
             "chunk_id": chunk_id(doc["doc_id"], chunk.start, chunk.end, digest),
             "doc_id": doc["doc_id"], "source": doc["source"], "project": doc["project"],
-            "page_id": doc["page_id"], "url": _cite_url(doc["url"], chunk.anchor if len(chunk.section_path) > 1 else "", chunk.pages),
+            "page_id": doc["page_id"],
+            "url": _cite_url(doc["url"], chunk.anchor if len(chunk.section_path) > 1 else "", chunk.pages),
             "title": doc["title"], "section_path": SECTION_SEP.join(chunk.section_path),
             "anchor": chunk.anchor, "pages": list(chunk.pages), "page_kind": doc["page_kind"],
             "ordinal": chunk.ordinal, "start_char": chunk.start, "end_char": chunk.end,

@@ -80,7 +80,7 @@ def resolve_model_path(model: str) -> Path:
     repo_id = canonical_model_id(model)
     try:
         return Path(snapshot_download(repo_id, local_files_only=True))
-    except Exception as exc:  # LocalEntryNotFoundError, HFValidationError, ...
+    except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError, HFValidationError, ...: one message
         raise ModelUnavailable(
             f"model {model!r} is not a local directory and not in the offline HF cache ({type(exc).__name__})"
         ) from None

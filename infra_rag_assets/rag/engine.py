@@ -96,7 +96,7 @@ class QueryEngine:
         self._searchers("hybrid")  # open both now: a model mismatch is refused before any query
 
     @classmethod
-    def open(cls, home: DataHome | None = None, version: str | None = None) -> "QueryEngine":
+    def open(cls, home: DataHome | None = None, version: str | None = None) -> QueryEngine:
         home = home or DataHome.at()
         return cls(home, resolve_version(home, version))
 

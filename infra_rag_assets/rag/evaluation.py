@@ -10,8 +10,8 @@ corpus are scored (coverage is reported, the rest are not hidden but counted).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from .benchmarks import Benchmark, BenchRecord, coverage
 from .metrics import answer_support, ndcg_at, rank_of_first_relevant, reciprocal_rank, summarize

@@ -30,7 +30,7 @@ class DataHome:
     lancedb_uri: str = ""
 
     @classmethod
-    def at(cls, home: str | Path | None = None, lancedb_uri: str = "") -> "DataHome":
+    def at(cls, home: str | Path | None = None, lancedb_uri: str = "") -> DataHome:
         return cls(Path(home or default_home()).resolve(), lancedb_uri or os.environ.get("INFRA_RAG_LANCEDB_URI", ""))
 
     def warehouse(self) -> Warehouse:

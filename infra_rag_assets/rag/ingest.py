@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import Callable, Iterable
 
 import polars as pl
 

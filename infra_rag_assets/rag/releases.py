@@ -14,7 +14,7 @@ import getpass
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -22,7 +22,6 @@ import polars as pl
 from .home import DataHome
 from .serving_snapshot import write_json_atomic
 from .warehouse import Warehouse
-
 
 # How old a release may get before it is overdue (the sources sensor or the release gate has
 # silently stopped): the `release` asset's FreshnessPolicy and `infra-rag health` both use these.
@@ -58,7 +57,7 @@ def record(warehouse: Warehouse, version: str, action: str, *, run_id: str = "",
            metrics: dict | None = None, actor: str | None = None) -> ReleaseEvent:
     event = ReleaseEvent(
         event_id=uuid.uuid4().hex, index_version=version, action=action,
-        occurred_at=datetime.now(timezone.utc).replace(tzinfo=None), actor=actor or _actor(), run_id=run_id,
+        occurred_at=datetime.now(UTC).replace(tzinfo=None), actor=actor or _actor(), run_id=run_id,
         previous_version=current_release(warehouse), reason=reason, metrics=metrics or {},
     )
     row = {**{k: v for k, v in event.__dict__.items() if k != "metrics"},
@@ -74,7 +73,7 @@ def publish_pointer(warehouse: Warehouse) -> dict:
     events = history(warehouse)
     pointer = {"current": events[-1].index_version if events else None,
                "history": [_event_dict(e) for e in events],
-               "published_at": datetime.now(timezone.utc).isoformat()}
+               "published_at": datetime.now(UTC).isoformat()}
     write_json_atomic(pointer_path(warehouse), pointer)
     return pointer
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse  # noqa: F401 - re-export
+from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
 from .lexical_store import LexicalSearcher, open_page_searcher
-from .packing import PackedContext, Passage, Source, pack_passages, render_sources  # noqa: F401 - re-export
+from .packing import PackedContext, Passage, Source, pack_passages, render_sources
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
     NAMED_CONFIGS,

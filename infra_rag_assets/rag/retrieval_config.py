@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from .lexical_store import DEFAULT_BOOSTS
 
+
 @dataclass(frozen=True)
 class RetrievalConfig:
     """Every knob that changes what a query returns; ``config_hash`` pins it in traces/evals."""

@@ -20,10 +20,11 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,7 +77,7 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
                          schema=_schema())
         pq.write_table(table, staging / CATALOG, compression="zstd")
         manifest = SnapshotManifest(
-            version=version, created_at=(created_at or datetime.now(timezone.utc)).isoformat(),
+            version=version, created_at=(created_at or datetime.now(UTC)).isoformat(),
             build_config=build_config, chunks=table.num_rows,
             pages=len(set(columns["doc_id"])), catalog_sha256=_sha256(staging / CATALOG))
         _write_json(staging / MANIFEST, manifest.__dict__)
@@ -98,7 +99,7 @@ def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str,
     if rows is None:
         rows = warehouse.chunks_of(version, CATALOG_FIELDS).iter_rows(named=True)
     return write_snapshot(home.serving_root(), version, rows, warehouse.version_config(version) or {},
-                          created_at=info["created_at"].replace(tzinfo=timezone.utc))
+                          created_at=info["created_at"].replace(tzinfo=UTC))
 
 
 def _schema() -> pa.Schema:

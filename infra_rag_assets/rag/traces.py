@@ -22,7 +22,7 @@ import socket
 import threading
 import uuid
 from dataclasses import asdict, is_dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def new_trace_id() -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat()
+    return datetime.now(UTC).replace(tzinfo=None).isoformat()
 
 
 def trace_row(*, origin: str, version: str, config_name: str, result: Any, answer: Any = None,
@@ -55,7 +55,8 @@ def trace_row(*, origin: str, version: str, config_name: str, result: Any, answe
         "trace_id": trace_id or new_trace_id(), "occurred_at": _now(),
         "origin": origin, "question": result.question, "index_version": version,
         "retrieval_config_name": config_name, "retrieval_config_hash": result.config_hash,
-        "dense_ranking_json": json.dumps(result.dense_ranking), "lexical_ranking_json": json.dumps(result.lexical_ranking),
+        "dense_ranking_json": json.dumps(result.dense_ranking),
+        "lexical_ranking_json": json.dumps(result.lexical_ranking),
         "hits_json": json.dumps(hits), "timings_json": json.dumps(result.timings_ms),
         "answer": answer.text if answer else None, "citations_json": json.dumps(citations, default=str),
         "outcome": outcome or (answer.outcome if answer else ("abstained" if result.abstained else "retrieved")),
@@ -161,7 +162,7 @@ class TraceSink:
             self._stream = None
         if self._stream is None:
             self.dir.mkdir(parents=True, exist_ok=True)
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
             name = f"{stamp}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
             self._stream = open(self.dir / name, "ab")  # noqa: SIM115 - kept open across writes
         return self._stream

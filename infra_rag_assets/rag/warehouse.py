@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -197,7 +198,8 @@ class Warehouse:
             con.execute(f"DELETE FROM {table} WHERE index_version = ?", [target_version])
             con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS index_version) "
                         f"FROM {table} WHERE index_version = ?", [target_version, source_version])
-            count = con.execute(f"SELECT count(*) FROM {table} WHERE index_version = ?", [target_version]).fetchall()[0][0]
+            count = con.execute(f"SELECT count(*) FROM {table} WHERE index_version = ?",
+                                [target_version]).fetchall()[0][0]
             con.execute("COMMIT")
         return count
 

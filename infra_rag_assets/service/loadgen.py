@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
-
 def is_loopback(host: str) -> bool:
     import ipaddress
 

@@ -18,8 +18,16 @@ from ..rag import releases
 from ..rag.engine import hit_record
 from ..rag.serving_snapshot import list_manifests
 from ..rag.traces import error_row, new_trace_id, trace_row
-from .models import (AnswerRequest, ErrorResponse, HealthResponse, ReleaseResponse, SearchRequest,
-                     SearchResponse, AnswerResponse, VersionModel)
+from .models import (
+    AnswerRequest,
+    AnswerResponse,
+    ErrorResponse,
+    HealthResponse,
+    ReleaseResponse,
+    SearchRequest,
+    SearchResponse,
+    VersionModel,
+)
 from .state import ServingState
 
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 413, 422, 500, 503)}

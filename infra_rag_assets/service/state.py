@@ -98,7 +98,7 @@ class ServingState:
         try:
             engine = self._open(version)
             engine.warm()
-        except Exception as exc:  # noqa: BLE001 - the old engine keeps serving; reported in /health
+        except Exception as exc:
             self._failed = (version, stamp)
             self.reload_error = f"cannot open {version}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             log.exception("release %s could not be opened; still serving %s", version,

@@ -18,7 +18,13 @@ from itertools import dropwhile, takewhile
 import pymupdf
 
 from infra_rag_assets.rag.models import (
-    STATUS_ERROR, STATUS_NO_CONTENT, STATUS_OK, STATUS_TOO_LARGE, PageSpan, ParsedDocument, Section,
+    STATUS_ERROR,
+    STATUS_NO_CONTENT,
+    STATUS_OK,
+    STATUS_TOO_LARGE,
+    PageSpan,
+    ParsedDocument,
+    Section,
 )
 from infra_rag_assets.rag.parse.guard import never_raise
 from infra_rag_assets.rag.parse.sections import slugify
