@@ -118,6 +118,10 @@ class ServingState:
 
     # --- engines -------------------------------------------------------------------------
     def engine(self, version: str | None = None) -> QueryEngine:
+        if self.current is None and self._thread is None:
+            with self._open_lock:  # a server that never ran the lifespan (no watcher): open on first use
+                if self.current is None:
+                    self.refresh()
         current = self.current
         if version is None or (current is not None and current.version == version):
             if current is None:
