@@ -146,3 +146,12 @@ def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
         assert http.post(path, json=body).status_code == 200
     for path in ("/health", "/versions", "/release"):
         assert http.get(path).status_code in (200, 503)
+
+
+def test_without_lifespan_events_the_release_opens_on_first_use(fresh_home):
+    app = create_app(DataHome.at(fresh_home))
+    http = TestClient(app)  # no `with`: the lifespan (and its watcher) never runs
+    try:
+        assert http.post("/search", json={"question": "What is a Pod?", "k": 2}).status_code == 200
+    finally:
+        app.state.serving.sink.close()
