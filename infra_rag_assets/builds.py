@@ -67,7 +67,7 @@ def claim_version(warehouse, partitions, config, created_by: str) -> str:
     Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a build
     started in the same minute, must not reuse (and overwrite) an existing version.
     """
-    existing = set(partitions) | {v for (v,) in warehouse.rows("SELECT index_version FROM index_versions")}
+    existing = set(partitions) | warehouse.version_names()
     while True:
         version = new_version_name(config.config_hash(), existing)
         if warehouse.record_version(version, config.to_dict(), config.config_hash(),
@@ -217,10 +217,8 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     previous = store.warehouse().newest_version_with("documents", exclude=version)
     if previous is None:
         raise ValueError("--from needs an earlier version with documents; run a full build first")
-    fingerprints = dict(warehouse.rows(
-        "SELECT index_version, sources_fingerprint FROM index_versions WHERE index_version IN (?, ?)",
-        [version, previous]))
-    if fingerprints.get(version) != fingerprints.get(previous):
+    fingerprints = {v: (warehouse.version_info(v) or {}).get("sources_fingerprint") for v in (version, previous)}
+    if fingerprints[version] != fingerprints[previous]:
         raise ValueError(f"sources changed since {previous}; run a full build (without --from)")
     for asset in copied:
         rows = warehouse.copy_partition(asset, previous, version)

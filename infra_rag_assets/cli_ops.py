@@ -28,7 +28,7 @@ def release_cmd(obj, version) -> None:
     from .builds import change_serving, materialize_version
 
     warehouse = obj["store"].warehouse()
-    if not warehouse.rows("SELECT 1 FROM eval_metrics WHERE index_version = ? LIMIT 1", [version]):
+    if not warehouse.has_rows("eval_metrics", version):
         raise UserError(f"{version} has no eval_run: `infra-rag build --version {version} --from eval_run`")
     with _instance(obj) as instance:
         result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
@@ -93,9 +93,9 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
         if not version:
             raise UserError(f"run {ref} is not partitioned by index version")
         return version, {"run": {"run_id": run.run_id, "job": run.job_name, "status": run.status.value}}
-    if warehouse.rows("SELECT 1 FROM index_versions WHERE index_version = ?", [ref]):
+    if warehouse.version_info(ref):
         return ref, {}
-    if warehouse.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [ref]):
+    if warehouse.has_question(ref):
         chain = lin.question_chain(warehouse, ref, regime)
         return chain["question"]["index_version"], chain
     raise UserError(f"{ref!r} is not a run id, an index version or a scored question id")

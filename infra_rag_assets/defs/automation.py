@@ -25,15 +25,14 @@ def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settin
         return dg.SkipReason(f"sources not usable: {exc}")
     fingerprint = sources_fingerprint(config.sources)
     warehouse = store.warehouse()
-    latest = warehouse.rows(
-        "SELECT index_version, sources_fingerprint FROM index_versions ORDER BY created_at DESC LIMIT 1")
-    if latest and latest[0][1] == fingerprint:
-        return dg.SkipReason(f"sources unchanged since {latest[0][0]} (fingerprint {fingerprint[:12]})")
+    latest = warehouse.newest_version()
+    if latest and latest[1] == fingerprint:
+        return dg.SkipReason(f"sources unchanged since {latest[0]} (fingerprint {fingerprint[:12]})")
     from ..builds import claim_version
 
     version = claim_version(warehouse, context.instance.get_dynamic_partitions(index_version.name),
                             config, created_by="sensor")
-    changed = _changed_sources(latest[0][0] if latest else None, config.sources, warehouse)
+    changed = _changed_sources(latest[0] if latest else None, config.sources, warehouse)
     return dg.SensorResult(
         dynamic_partitions_requests=[index_version.build_add_request([version])],
         run_requests=[dg.RunRequest(partition_key=version, run_key=f"reindex-{version}",

@@ -27,7 +27,7 @@ def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
 
 def _refuse_unless_approved(store: RagStore, version: str) -> None:
     warehouse = store.warehouse()
-    if not warehouse.rows("SELECT 1 FROM eval_metrics WHERE index_version = ? LIMIT 1", [version]):
+    if not warehouse.has_rows("eval_metrics", version):
         raise dg.Failure(f"{version} has no eval_run: run `infra-rag build --version {version} --from eval_run`")
     blocking = [o for o in gate_outcomes(store, version) if o.blocking]
     if blocking:  # eval_run's blocking check already stops this; kept for manual launches

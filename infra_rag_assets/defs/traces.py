@@ -24,8 +24,7 @@ from .resources import RagStore
 def served_traces(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     added, seen = load_into_warehouse(store.warehouse(), store.data_home().traces_dir())
     context.log.info(f"{added} new traces loaded ({seen} in the segments)")
-    by_origin = store.warehouse().frame(
-        "SELECT origin, outcome, count(*) AS traces FROM traces GROUP BY ALL ORDER BY origin, outcome")
+    by_origin = store.warehouse().trace_counts()
     total = int(by_origin["traces"].sum()) if by_origin.height else 0
     return dg.MaterializeResult(metadata={
         "new_traces": dg.MetadataValue.int(added), "traces_in_segments": dg.MetadataValue.int(seen),

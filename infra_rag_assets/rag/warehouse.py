@@ -247,6 +247,27 @@ class Warehouse:
             [exclude])
         return found[0][0] if found else None
 
+    def has_rows(self, table: str, version: str) -> bool:
+        """Whether ``table`` holds any row of ``version`` (e.g. eval_metrics: was it evaluated?)."""
+        return bool(self.rows(f"SELECT 1 FROM {table} WHERE index_version = ? LIMIT 1", [version]))
+
+    def version_names(self) -> set[str]:
+        return {v for (v,) in self.rows("SELECT index_version FROM index_versions")}
+
+    def newest_version(self) -> tuple[str, str] | None:
+        """(name, sources fingerprint) of the most recently registered version, built or not."""
+        found = self.rows("SELECT index_version, sources_fingerprint FROM index_versions "
+                          "ORDER BY created_at DESC LIMIT 1")
+        return (found[0][0], found[0][1]) if found else None
+
+    def trace_counts(self) -> pl.DataFrame:
+        """Loaded traces by origin and outcome (the served_traces asset's summary)."""
+        return self.frame("SELECT origin, outcome, count(*) AS traces FROM traces "
+                          "GROUP BY ALL ORDER BY origin, outcome")
+
+    def has_question(self, question_id: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [question_id]))
+
     def version_info(self, version: str) -> dict | None:
         """``version``'s registration (created_at, created_by, config_hash, sources_fingerprint)."""
         names = ("created_at", "created_by", "config_hash", "sources_fingerprint")
