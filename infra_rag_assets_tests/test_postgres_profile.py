@@ -106,6 +106,20 @@ def daemon(site):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    _kill_leftovers(site["env"]["DAGSTER_HOME"])
+
+
+def _kill_leftovers(dagster_home: str) -> None:
+    """Code servers the daemon started in their own sessions (and a run worker's server orphaned
+    by the kill test) outlive the daemon's process group: end every process of this instance."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.info["pid"] != os.getpid() and any(dagster_home in part for part in proc.info["cmdline"] or ()):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
 
 
 def test_cli_build_writes_its_run_and_materializations_to_postgres(site):
