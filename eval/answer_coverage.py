@@ -18,9 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-from infra_rag_assets.rag.analysis import prose_terms
-from infra_rag_assets.rag.benchmarks import load_benchmark
-from infra_rag_assets.rag.home import DataHome
+from infra_rag_assets.rag.evaluate.benchmarks import load_benchmark
+from infra_rag_assets.rag.index.analysis import prose_terms
+from infra_rag_assets.rag.operate.home import DataHome
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDS = ((0.0, 0.5, "< 0.5"), (0.5, 0.75, "0.5-0.75"), (0.75, 1.01, ">= 0.75"))

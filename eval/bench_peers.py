@@ -13,7 +13,7 @@ What each system indexes (all 19k-ish chunk rows of one index version):
 * lancedb-*: a temp COPY of the version's LanceDB table with ``text`` replaced by the same
   title + section + text; native inverted FTS index (lancedb 0.40 removed tantivy FTS); the
   copied vectors for hybrid (default RRF reranker) and plain vector search (no floor).
-Metrics are page-level (chunks collapsed to pages) from ``infra_rag_assets.rag.metrics``.
+Metrics are page-level (chunks collapsed to pages) from ``infra_rag_assets.rag.evaluate.metrics``.
 
     INFRA_RAG_HOME=/tmp/rh python eval/bench_peers.py [--version V] [--limit N]
 """
@@ -35,13 +35,13 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS
 
-from infra_rag_assets.rag.benchmarks import coverage, load_benchmark
-from infra_rag_assets.rag.embedding import Embedder
-from infra_rag_assets.rag.engine import QueryEngine, resolve_version, single_thread_queries
-from infra_rag_assets.rag.fusion import cap_per_page
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.metrics import ndcg_at, rank_of_first_relevant, summarize
-from infra_rag_assets.rag.vector_store import table_name
+from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
+from infra_rag_assets.rag.evaluate.metrics import ndcg_at, rank_of_first_relevant, summarize
+from infra_rag_assets.rag.index.embedding import Embedder
+from infra_rag_assets.rag.index.vector_store import table_name
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.search.engine import QueryEngine, resolve_version, single_thread_queries
+from infra_rag_assets.rag.search.fusion import cap_per_page
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VERSION = ""  # the current release

@@ -29,13 +29,13 @@ def main() -> None:
     parser.add_argument("--json", default="")
     args = parser.parse_args()
 
-    from infra_rag_assets.rag.blobs import BlobStore
-    from infra_rag_assets.rag.chunking import HFTokenCounter
-    from infra_rag_assets.rag.config import ChunkSettings
-    from infra_rag_assets.rag.corpus_chunks import chunk_documents
-    from infra_rag_assets.rag.embedding import DEFAULT_MODEL, resolve_model_path
-    from infra_rag_assets.rag.ingest import list_pages, parse_documents, snapshot_pages
-    from infra_rag_assets.rag.sources import load_sources
+    from infra_rag_assets.rag.index.chunking import HFTokenCounter
+    from infra_rag_assets.rag.index.config import ChunkSettings
+    from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
+    from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
+    from infra_rag_assets.rag.ingest.blobs import BlobStore
+    from infra_rag_assets.rag.ingest.pipeline import list_pages, parse_documents, snapshot_pages
+    from infra_rag_assets.rag.ingest.sources import load_sources
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,7 +50,7 @@ def main() -> None:
     doc_digest = hashlib.sha256()
     for row in docs.select("doc_id", "status", "reason", "title", "url", "text").sort("doc_id").iter_rows():
         doc_digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    from infra_rag_assets.rag.sources import mirror_fingerprint
+    from infra_rag_assets.rag.ingest.sources import mirror_fingerprint
 
     fingerprints = {s.name: mirror_fingerprint(s)[:16] for s in load_sources(args.sources)}
     per_doc = Counter(chunks["doc_id"].to_list())

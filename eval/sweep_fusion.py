@@ -22,10 +22,10 @@ from pathlib import Path
 
 from bench_peers import load_questions  # eval/ is on sys.path when run as a script
 
-from infra_rag_assets.rag.engine import QueryEngine
-from infra_rag_assets.rag.fusion import add_page_terms, cap_per_page, weighted_fuse
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.metrics import rank_of_first_relevant, reciprocal_rank
+from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.search.engine import QueryEngine
+from infra_rag_assets.rag.search.fusion import add_page_terms, cap_per_page, weighted_fuse
 
 DEPTH = 100  # cached per side; settings use <= this
 GRIDS = {

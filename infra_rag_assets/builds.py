@@ -20,8 +20,8 @@ import dagster as dg
 
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
-from .rag.config import new_version_name, sources_fingerprint
-from .rag.processes import pid_alive
+from .rag.index.config import new_version_name, sources_fingerprint
+from .rag.operate.processes import pid_alive
 
 
 def __getattr__(name: str):
@@ -132,7 +132,7 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     """Run the ``release_version`` (action "release") or ``rollback`` job in-process.
 
     Either materializes ``serving_release``, which moves what serves only through
-    ``rag.releases.record`` / ``rag.releases.rollback``.
+    ``rag.operate.releases.record`` / ``rag.operate.releases.rollback``.
     """
     job_name = {"release": "release_version", "rollback": "rollback"}[action]
     config = {"action": action, "reason": reason, **({"version": version} if action == "release" else {})}

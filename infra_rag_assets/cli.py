@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .rag.sources import SourceConfigError
+from .rag.ingest.sources import SourceConfigError
 
 console = Console(stderr=True)
 out = Console()

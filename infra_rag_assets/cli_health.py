@@ -65,8 +65,8 @@ def canary(obj, version, canary_file, as_json) -> None:
     must abstain, or is skipped when the serving config has no abstention floor. Every
     question is recorded as a trace with origin "canary".
     """
-    from .rag.canary import canary_suite, summary
-    from .rag.embedding import ModelMismatch, ModelUnavailable
+    from .rag.evaluate.canary import canary_suite, summary
+    from .rag.index.embedding import ModelMismatch, ModelUnavailable
 
     try:
         with console.status("loading index and models…"):

@@ -50,7 +50,7 @@ def release_cmd(obj, version) -> None:
 def rollback(obj, reason) -> None:
     """Serve the previously released version again (the rollback job: a new event; nothing deleted)."""
     from .builds import change_serving
-    from .rag import releases
+    from .rag.operate import releases
 
     releases.rollback_target(obj["store"].warehouse())  # nothing to roll back to: a one-line error, no run
     with _instance(obj) as instance:
@@ -71,7 +71,7 @@ def rollback(obj, reason) -> None:
 @friendly_errors
 def lineage(obj, ref, regime, as_json) -> None:
     """Trace REF (a Dagster run id, an index version, or a benchmark question id) back to source bytes."""
-    from .rag import lineage as lin
+    from .rag.operate import lineage as lin
 
     warehouse = obj["store"].warehouse()
     with _instance(obj) as instance:
@@ -85,7 +85,7 @@ def lineage(obj, ref, regime, as_json) -> None:
 
 
 def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]:
-    from .rag import lineage as lin
+    from .rag.operate import lineage as lin
 
     run = instance.get_run_by_id(ref) if len(ref) >= 8 and "-" in ref else None
     if run is not None:

@@ -8,14 +8,14 @@ import time
 import click
 
 from .cli import UserError, console, friendly_errors, main, out, print_rows
-from .rag.engine import hit_record
-from .rag.questions import QuestionError, clean_question, read_batch
-from .rag.sources import PROJECTS
+from .rag.ingest.sources import PROJECTS
+from .rag.search.engine import hit_record
+from .rag.search.questions import QuestionError, clean_question, read_batch
 
 
 def _engine(obj: dict, version: str | None):
-    from .rag.embedding import ModelMismatch, ModelUnavailable
-    from .rag.engine import QueryEngine, single_thread_queries
+    from .rag.index.embedding import ModelMismatch, ModelUnavailable
+    from .rag.search.engine import QueryEngine, single_thread_queries
 
     single_thread_queries()
 
@@ -27,7 +27,7 @@ def _engine(obj: dict, version: str | None):
 
 
 def _config_name(mode: str, config: str | None) -> str:
-    from .rag.engine import MODE_CONFIGS, named_config
+    from .rag.search.engine import MODE_CONFIGS, named_config
 
     name = config or MODE_CONFIGS[mode]
     named_config(name)  # one-line error for an unknown name
@@ -48,7 +48,7 @@ def _config_name(mode: str, config: str | None) -> str:
 @friendly_errors
 def search(obj, question, batch, k, version, mode, config, project, as_json, output) -> None:
     """Retrieve passages for QUESTION, or for every line of --batch (one JSON line out per question)."""
-    from .rag.traces import process_sink, trace_row
+    from .rag.operate.traces import process_sink, trace_row
 
     if (question is not None) == bool(batch):
         raise UserError("give either a QUESTION or --batch FILE")
@@ -124,7 +124,7 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @friendly_errors
 def answer(obj, question, version, config, k, offline, as_json) -> None:
     """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
-    from .rag.traces import process_sink, trace_row
+    from .rag.operate.traces import process_sink, trace_row
 
     question = _questions(question, None)[0]["question"]
     name = _config_name("hybrid", config)
@@ -152,7 +152,7 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
 @friendly_errors
 def traces(obj, last) -> None:
     """Show the last N question traces (CLI, service, batch, canary), read from the trace segments."""
-    from .rag.traces import last_traces
+    from .rag.operate.traces import last_traces
 
     frame = last_traces(obj["store"].data_home().traces_dir(), last)
     print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
@@ -175,11 +175,11 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
 
     import uvicorn
 
-    from .rag.engine import VersionNotFound, resolve_version
+    from .rag.search.engine import VersionNotFound, resolve_version
 
     home = obj["store"].data_home()
     if not home.release_pointer().exists() and (home.root / "warehouse.duckdb").exists():
-        from .rag.releases import publish_pointer
+        from .rag.operate.releases import publish_pointer
 
         publish_pointer(home.warehouse())  # a home released before the pointer existed: publish it once
     try:
@@ -204,8 +204,8 @@ def snapshot(obj, versions) -> None:
 
     `lexical_index` writes a version's snapshot as part of every build; this re-derives it
     without rebuilding any index, and republishes the release pointer."""
-    from .rag.releases import publish_pointer
-    from .rag.serving_snapshot import snapshot_from_warehouse
+    from .rag.index.serving_snapshot import snapshot_from_warehouse
+    from .rag.operate.releases import publish_pointer
 
     home = obj["store"].data_home()
     warehouse = home.warehouse()

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .rag import releases
-from .rag.home import DataHome
+from .rag.operate import releases
+from .rag.operate.home import DataHome
 
 # One freshness window for `infra-rag health` and the serving asset's FreshnessPolicy fail_window.
 DEFAULT_MAX_AGE_DAYS = releases.MAX_AGE_DAYS
@@ -46,8 +46,8 @@ def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 
 def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
     """Index, release and model, each ok or not with a one-line reason (what /health says)."""
-    from .rag.engine import QueryEngine, VersionNotFound, resolve_version
-    from .rag.lexical_store import has_page_index
+    from .rag.index.lexical_store import has_page_index
+    from .rag.search.engine import QueryEngine, VersionNotFound, resolve_version
 
     current = releases.read_pointer(home.release_pointer()).get("current")
     checks: dict[str, dict[str, Any]] = {"release": {
@@ -79,7 +79,7 @@ def _failed(exc: Exception) -> dict[str, Any]:
 
 def _model_files(model_id: str) -> dict[str, Any]:
     """Where the weights were resolved on disk and their full hash (what a version pins)."""
-    from .rag.embedding import resolve_model_path, weights_hash
+    from .rag.index.embedding import resolve_model_path, weights_hash
 
     path = resolve_model_path(model_id)
     return {"path": str(path), "weights_hash": weights_hash(path)}
@@ -87,7 +87,7 @@ def _model_files(model_id: str) -> dict[str, Any]:
 
 def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
     """Age of the current release's release event and of the newest built index version."""
-    from .rag.serving_snapshot import list_manifests
+    from .rag.index.serving_snapshot import list_manifests
 
     events = releases.read_pointer(home.release_pointer()).get("history", [])
     problems, release_age, index_age = [], None, None
@@ -120,7 +120,7 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
     """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
-    from .rag.traces import read_traces
+    from .rag.operate.traces import read_traces
 
     recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
     total, errors = recent.height, int((recent["outcome"] == "error").sum())

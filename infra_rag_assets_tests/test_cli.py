@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
-from infra_rag_assets.rag.warehouse import Warehouse
+from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 
 @pytest.fixture

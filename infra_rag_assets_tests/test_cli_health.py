@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
-from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.canary import load_canaries, run_canaries
-from infra_rag_assets.rag.engine import DEFAULT_CONFIG, QueryEngine, named_config
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.retrieval import RetrievalConfig
-from infra_rag_assets.rag.traces import TraceSink, error_row, read_traces
+from infra_rag_assets.rag.evaluate.canary import load_canaries, run_canaries
+from infra_rag_assets.rag.operate import releases
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.operate.traces import TraceSink, error_row, read_traces
+from infra_rag_assets.rag.search.engine import DEFAULT_CONFIG, QueryEngine, named_config
+from infra_rag_assets.rag.search.retrieval import RetrievalConfig
 
 FIXTURE_CANARIES = """
 canaries:

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from conftest import make_fixture_corpus, write_fixture_sources
 
-from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.engine import QueryEngine, resolve_version
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.lexical_store import LexicalSearcher
-from infra_rag_assets.rag.vector_store import count_rows
+from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
+from infra_rag_assets.rag.index.vector_store import count_rows
+from infra_rag_assets.rag.operate import releases
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.search.engine import QueryEngine, resolve_version
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_S = 240

@@ -8,8 +8,8 @@ import pytest
 from infra_rag_assets.builds import INDEX_STAGES as STAGES
 from infra_rag_assets.builds import materialize_version, register_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
-from infra_rag_assets.rag.lexical_store import LexicalSearcher
-from infra_rag_assets.rag.vector_store import count_rows, read_model_info
+from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
+from infra_rag_assets.rag.index.vector_store import count_rows, read_model_info
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from infra_rag_assets.builds import change_serving, materialize_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
-from infra_rag_assets.rag import releases
+from infra_rag_assets.rag.operate import releases
 
 QUESTIONS = [
     ("q-maxsurge", "What does maxSurge limit during a rolling update of a Deployment?",

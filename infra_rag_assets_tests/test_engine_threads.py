@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from infra_rag_assets.rag.engine import QueryEngine
-from infra_rag_assets.rag.home import DataHome
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.search.engine import QueryEngine
 
 QUESTIONS = ["How does maxSurge limit pods during a rollout?", "basic auth for the Prometheus UI",
              "What is an Argo CD Application?", "What is a Pod?", "EndpointSlice address types",

@@ -17,10 +17,10 @@ import pytest
 
 from infra_rag_assets.defs.models import domain_model
 from infra_rag_assets.defs.resources import RagStore
-from infra_rag_assets.rag.corpus_chunks import embed_input
-from infra_rag_assets.rag.embedding import Embedder
-from infra_rag_assets.rag.finetune import MODEL_SUBDIR, TRAINING_JSON, load_train_pairs, no_duplicate_batches
-from infra_rag_assets.rag.warehouse import Warehouse
+from infra_rag_assets.rag.index.corpus_chunks import embed_input
+from infra_rag_assets.rag.index.embedding import Embedder
+from infra_rag_assets.rag.index.finetune import MODEL_SUBDIR, TRAINING_JSON, load_train_pairs, no_duplicate_batches
+from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 TRAIN_SPLIT = Path(__file__).resolve().parents[2] / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"
 PAGE = "concepts_workloads_controllers_deployment"
@@ -121,9 +121,9 @@ def test_dense_negatives_are_the_models_top_other_page_chunk(built_index, train_
     first for the question (recomputed here from the stored vectors)."""
     import numpy as np
 
-    from infra_rag_assets.rag.embedding import shared_embedder
-    from infra_rag_assets.rag.finetune import DenseMiner
-    from infra_rag_assets.rag.vector_store import read_vectors
+    from infra_rag_assets.rag.index.embedding import shared_embedder
+    from infra_rag_assets.rag.index.finetune import DenseMiner
+    from infra_rag_assets.rag.index.vector_store import read_vectors
 
     store = RagStore(home=str(built_index["home"]))
     chunks = _chunks(built_index["home"], built_index["version"])

@@ -18,19 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
-from infra_rag_assets.rag.blobs import BlobStore
-from infra_rag_assets.rag.chunking import HFTokenCounter
-from infra_rag_assets.rag.config import MAX_CHUNK_CHARS, ChunkSettings
-from infra_rag_assets.rag.corpus_chunks import chunk_documents
-from infra_rag_assets.rag.ingest import (
-    MAX_DOC_CHARS,
-    list_pages,
-    parse_documents,
-    snapshot_pages,
-)
-from infra_rag_assets.rag.parse.budget import ParseWorker
-from infra_rag_assets.rag.parse.markdown import parse_markdown
-from infra_rag_assets.rag.sources import (
+from infra_rag_assets.rag.index.chunking import HFTokenCounter
+from infra_rag_assets.rag.index.config import MAX_CHUNK_CHARS, ChunkSettings
+from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
+from infra_rag_assets.rag.ingest.blobs import BlobStore
+from infra_rag_assets.rag.ingest.parse.budget import ParseWorker
+from infra_rag_assets.rag.ingest.parse.markdown import parse_markdown
+from infra_rag_assets.rag.ingest.pipeline import MAX_DOC_CHARS, list_pages, parse_documents, snapshot_pages
+from infra_rag_assets.rag.ingest.sources import (
     Source,
     SourceConfigError,
     check_sources,
@@ -140,7 +135,7 @@ def test_nothing_outside_the_mirror_is_read(hostile):
 
 
 def test_chunks_are_bounded_exact_slices(hostile):
-    from infra_rag_assets.rag.embedding import resolve_model_path
+    from infra_rag_assets.rag.index.embedding import resolve_model_path
 
     counter = HFTokenCounter.from_model_path(resolve_model_path("all-MiniLM-L6-v2"))
     truncated: list[str] = []
@@ -173,10 +168,10 @@ def test_fingerprint_streams_and_matches_whole_file_hashing(hostile, tmp_path):
 _RSS_CHILD = """
 import resource, sys
 from pathlib import Path
-from infra_rag_assets.rag.blobs import BlobStore
-from infra_rag_assets.rag.ingest import list_pages, snapshot_pages
-from infra_rag_assets.rag.safe_paths import hash_entry, walk_mirror
-from infra_rag_assets.rag.sources import Source, mirror_fingerprint
+from infra_rag_assets.rag.ingest.blobs import BlobStore
+from infra_rag_assets.rag.ingest.pipeline import list_pages, snapshot_pages
+from infra_rag_assets.rag.ingest.safe_paths import hash_entry, walk_mirror
+from infra_rag_assets.rag.ingest.sources import Source, mirror_fingerprint
 mirror = Path(sys.argv[1])
 source = Source("s", "kubernetes", "markdown_tree", "x", "https://x/{page_path}", mirror)
 mirror_fingerprint(source)
@@ -219,7 +214,7 @@ def test_unclosed_front_matter_never_reaches_the_text():
 
 
 def test_main_wrapped_in_form_or_link_is_not_navigation():
-    from infra_rag_assets.rag.parse.html import parse_html
+    from infra_rag_assets.rag.ingest.parse.html import parse_html
 
     scripts = "<script>var x = '<p>not prose</p>';</script>" * 50
     for wrapper in ("form", "a href='/x'"):
@@ -231,7 +226,7 @@ def test_main_wrapped_in_form_or_link_is_not_navigation():
 
 
 def test_hand_built_page_ref_is_read_safely(tmp_path):
-    from infra_rag_assets.rag.sources import PageRef
+    from infra_rag_assets.rag.ingest.sources import PageRef
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "x.md").symlink_to(tmp_path / "outside.md")
@@ -302,7 +297,7 @@ def test_cli_config_errors_are_one_line_and_register_nothing(tmp_path, monkeypat
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     warehouse = tmp_path / "home" / "warehouse.duckdb"
     if warehouse.exists():
-        from infra_rag_assets.rag.warehouse import Warehouse
+        from infra_rag_assets.rag.operate.warehouse import Warehouse
 
         assert Warehouse(warehouse).rows("SELECT count(*) FROM index_versions")[0][0] == 0
     assert json.dumps(result.output)  # printable

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra_rag_assets.rag.analysis import (
+from infra_rag_assets.rag.index.analysis import (
     MAX_TERM_CHARS,
     STOP_WORDS,
     analyze_for_index,

@@ -15,7 +15,7 @@ import anthropic
 import httpx2
 import pytest
 
-from infra_rag_assets.rag.answer import (
+from infra_rag_assets.rag.answer.generate import (
     DEFAULT_MODEL,
     EXTRACTIVE_PREFIX,
     answer,
@@ -23,7 +23,7 @@ from infra_rag_assets.rag.answer import (
     answer_with_claude,
     sentence_spans,
 )
-from infra_rag_assets.rag.prompts import ABSTENTION, PROMPTS, get_prompt
+from infra_rag_assets.rag.answer.prompts import ABSTENTION, PROMPTS, get_prompt
 
 DEPLOYMENT_URL = "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/"
 

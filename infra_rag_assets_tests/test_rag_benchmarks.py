@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag.benchmarks import (
-    BenchmarkError,
-    BenchRecord,
-    coverage,
-    load_benchmark,
-)
-from infra_rag_assets.rag.sources import SourceConfigError, iter_pages, load_sources
+from infra_rag_assets.rag.evaluate.benchmarks import BenchmarkError, BenchRecord, coverage, load_benchmark
+from infra_rag_assets.rag.ingest.sources import SourceConfigError, iter_pages, load_sources
 
 REPO = Path(__file__).resolve().parents[1]
 MINIMUMS = {"identifier": 25, "cncf": 5, "unanswerable": 25}  # and prometheus + argocd >= 45

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra_rag_assets.rag.chunking import (
+from infra_rag_assets.rag.index.chunking import (
     ChunkerConfig,
     ChunkSpan,
     HFTokenCounter,
@@ -26,9 +26,9 @@ from infra_rag_assets.rag.chunking import (
     chunk_id,
     context_line,
 )
-from infra_rag_assets.rag.corpus_chunks import embed_input
-from infra_rag_assets.rag.embedding import text_hash
-from infra_rag_assets.rag.models import PageSpan, Section
+from infra_rag_assets.rag.index.corpus_chunks import embed_input
+from infra_rag_assets.rag.index.embedding import text_hash
+from infra_rag_assets.rag.ingest.models import PageSpan, Section
 
 CORPUS = Path(os.environ.get("INFRA_RAG_CORPUS", "/work/shared/corpus")) / "kubernetes" / "concepts"
 

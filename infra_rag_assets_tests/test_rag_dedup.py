@@ -6,7 +6,7 @@ import hashlib
 import random
 import time
 
-from infra_rag_assets.rag.parse.dedup import content_hash, find_duplicates
+from infra_rag_assets.rag.ingest.parse.dedup import content_hash, find_duplicates
 
 VOCAB = [f"term{i}" for i in range(5000)]
 

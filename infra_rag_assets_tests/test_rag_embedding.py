@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra_rag_assets.rag.embedding import (
+from infra_rag_assets.rag.index.embedding import (
     DEFAULT_MODEL,
     Embedder,
     EmbeddingCache,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag.gates import (
+from infra_rag_assets.rag.evaluate.gates import (
     Gate,
     GateConfigError,
     blocking,
@@ -14,7 +14,7 @@ from infra_rag_assets.rag.gates import (
     load_gates,
     metric_table,
 )
-from infra_rag_assets.rag.metrics import summarize
+from infra_rag_assets.rag.evaluate.metrics import summarize
 
 REPO = Path(__file__).resolve().parents[1]
 H = "hybrid-weighted"

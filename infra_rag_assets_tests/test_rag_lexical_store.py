@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag import lexical_store
-from infra_rag_assets.rag.analysis import analyze_query
-from infra_rag_assets.rag.lexical_store import (
-    LexicalDoc,
-    LexicalSearcher,
-    build_index,
-    cleanup_stale_staging,
-)
+from infra_rag_assets.rag.index import lexical_store
+from infra_rag_assets.rag.index.analysis import analyze_query
+from infra_rag_assets.rag.index.lexical_store import LexicalDoc, LexicalSearcher, build_index, cleanup_stale_staging
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -316,7 +311,7 @@ def test_cleanup_removes_only_dead_builders_leftovers(tmp_path: Path) -> None:
 _KILLED_BUILDER = """
 import sys
 from pathlib import Path
-from infra_rag_assets.rag.lexical_store import LexicalDoc, build_index
+from infra_rag_assets.rag.index.lexical_store import LexicalDoc, build_index
 
 def docs():
     words = "pod node deployment maxSurge kube-apiserver http_requests_total argocd-cm".split()

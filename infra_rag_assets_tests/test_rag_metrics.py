@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infra_rag_assets.rag.metrics import (
+from infra_rag_assets.rag.evaluate.metrics import (
     METRIC_NAMES,
     answer_support,
     hit_at,

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag.models import (
+from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
     STATUS_NO_CONTENT,
     STATUS_OK,
     STATUS_TOO_LARGE,
     check_spans,
 )
-from infra_rag_assets.rag.parse.html import PARSER_NAME, PARSER_VERSION, parse_html
-from infra_rag_assets.rag.parse.markdown import parse_markdown
+from infra_rag_assets.rag.ingest.parse.html import PARSER_NAME, PARSER_VERSION, parse_html
+from infra_rag_assets.rag.ingest.parse.markdown import parse_markdown
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 

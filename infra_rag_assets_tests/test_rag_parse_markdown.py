@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag.models import (
+from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
     STATUS_NO_CONTENT,
     STATUS_OK,
     STATUS_TOO_LARGE,
     check_spans,
 )
-from infra_rag_assets.rag.parse.markdown import PARSER_NAME, PARSER_VERSION, page_kind, parse_markdown
-from infra_rag_assets.rag.parse.sections import build_sections, slugify
+from infra_rag_assets.rag.ingest.parse.markdown import PARSER_NAME, PARSER_VERSION, page_kind, parse_markdown
+from infra_rag_assets.rag.ingest.parse.sections import build_sections, slugify
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"real corpus not found at {CORPUS}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from infra_rag_assets.rag.models import (
+from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
     STATUS_NO_CONTENT,
     STATUS_OK,
@@ -18,7 +18,7 @@ from infra_rag_assets.rag.models import (
     ParsedDocument,
     check_spans,
 )
-from infra_rag_assets.rag.parse.pdf import PARSER_NAME, PARSER_VERSION, parse_pdf
+from infra_rag_assets.rag.ingest.parse.pdf import PARSER_NAME, PARSER_VERSION, parse_pdf
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 REAL_PDFS = sorted((CORPUS / "pdf").glob("*.pdf"))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.warehouse import Warehouse
+from infra_rag_assets.rag.operate import releases
+from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from infra_rag_assets.rag.traces import TraceSink, error_row, load_into_warehouse, read_traces
-from infra_rag_assets.rag.warehouse import Warehouse
+from infra_rag_assets.rag.operate.traces import TraceSink, error_row, load_into_warehouse, read_traces
+from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 
 def _row(i: int) -> dict:

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from infra_rag_assets.rag.embedding import DEFAULT_MODEL, Embedder, ModelMismatch
-from infra_rag_assets.rag.vector_store import (
+from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, Embedder, ModelMismatch
+from infra_rag_assets.rag.index.vector_store import (
     VectorSearcher,
     build_where,
     count_rows,

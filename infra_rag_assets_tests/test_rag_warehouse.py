@@ -7,7 +7,7 @@ import time
 import polars as pl
 import pytest
 
-from infra_rag_assets.rag.warehouse import Warehouse
+from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 
 @pytest.fixture

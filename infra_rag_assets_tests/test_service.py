@@ -8,9 +8,9 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.traces import read_traces
+from infra_rag_assets.rag.operate import releases
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.operate.traces import read_traces
 from infra_rag_assets.service import ServiceSettings, create_app
 
 
@@ -135,7 +135,7 @@ def test_health_versions_release(client, built_index):
 
 def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
     http, _ = client
-    from infra_rag_assets.rag.warehouse import Warehouse
+    from infra_rag_assets.rag.operate.warehouse import Warehouse
 
     def forbidden(*_, **__):
         raise AssertionError("the request path opened the build warehouse")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from infra_rag_assets.rag import releases
-from infra_rag_assets.rag.home import DataHome
-from infra_rag_assets.rag.traces import read_traces
+from infra_rag_assets.rag.operate import releases
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.operate.traces import read_traces
 from infra_rag_assets.service.loadgen import run_load
 
 QUESTIONS = [

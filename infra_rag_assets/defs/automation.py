@@ -3,8 +3,8 @@
 
 import dagster as dg
 
-from ..rag.config import sources_fingerprint
-from ..rag.sources import SourceConfigError
+from ..rag.index.config import sources_fingerprint
+from ..rag.ingest.sources import SourceConfigError
 from .partitions import index_version
 from .release import release_version_job
 from .resources import BuildSettings, RagStore

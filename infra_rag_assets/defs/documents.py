@@ -6,9 +6,9 @@ import json
 import dagster as dg
 import polars as pl
 
-from ..rag.config import stable_hash
-from ..rag.ingest import parse_documents, parser_tag
-from ..rag.models import PageSpan, ParsedDocument, Section, check_spans
+from ..rag.index.config import stable_hash
+from ..rag.ingest.models import PageSpan, ParsedDocument, Section, check_spans
+from ..rag.ingest.pipeline import parse_documents, parser_tag
 from .partitions import index_version
 from .reporting import counts_pivot, log_progress, md_table
 from .resources import RagStore

@@ -4,7 +4,7 @@
 when eval_run's blocking critical gates passed (Dagster skips it otherwise) and re-checks them:
 it marks the version approved for serving. ``serving_release`` (unpartitioned) is what serves
 now: the ``release_version`` job promotes an approved version and the ``rollback`` job serves
-the previous one again, each through ``rag.releases`` (record / rollback: the history and the
+the previous one again, each through ``rag.operate.releases`` (record / rollback: the history and the
 pointer the service reads); every move is one materialization of serving_release, so the UI
 shows what serves, since when, who moved it and why, and its history.
 """
@@ -14,7 +14,7 @@ from datetime import UTC, timedelta
 import dagster as dg
 import polars as pl
 
-from ..rag import releases
+from ..rag.operate import releases
 from .evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
 from .partitions import index_version
 from .reporting import floats, md_table, rounded, run_link

@@ -12,12 +12,12 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from ..rag.blobs import BlobStore
-from ..rag.config import BuildConfig, ChunkSettings, make_build_config
-from ..rag.embedding import DEFAULT_MODEL
-from ..rag.home import DataHome, default_home
-from ..rag.sources import Source, load_sources
-from ..rag.warehouse import Warehouse
+from ..rag.index.config import BuildConfig, ChunkSettings, make_build_config
+from ..rag.index.embedding import DEFAULT_MODEL
+from ..rag.ingest.blobs import BlobStore
+from ..rag.ingest.sources import Source, load_sources
+from ..rag.operate.home import DataHome, default_home
+from ..rag.operate.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ class BuildSettings(dg.ConfigurableResource):
                              context_line=self.context_line)
 
     def build_config(self) -> BuildConfig:
-        from ..rag.parse.dispatch import parser_versions
+        from ..rag.ingest.parse.dispatch import parser_versions
 
         return make_build_config(self.sources(), parser_versions(), self.chunk_settings(),
                                  self.model, model_hash_for(self.model))
@@ -87,7 +87,7 @@ class BuildSettings(dg.ConfigurableResource):
 def model_hash_for(model: str) -> str:
     """Weights hash of the configured model, or '' when it cannot be resolved here."""
     try:
-        from ..rag.embedding import resolve_model_path, weights_hash
+        from ..rag.index.embedding import resolve_model_path, weights_hash
 
         return weights_hash(resolve_model_path(model))
     except Exception:  # noqa: BLE001 - recorded as unknown; the vectors stage refuses later
@@ -107,7 +107,7 @@ def version_config(store: RagStore, settings: BuildSettings, version: str, creat
 
 
 def _fingerprint(config: BuildConfig) -> str:
-    from ..rag.config import sources_fingerprint
+    from ..rag.index.config import sources_fingerprint
 
     return sources_fingerprint(config.sources)
 
@@ -120,6 +120,6 @@ class EmbedderResource(dg.ConfigurableResource):
 
     def embedder(self, model: str):
         """One loaded model per process and model id: repeated materializations reuse it."""
-        from ..rag.embedding import shared_embedder
+        from ..rag.index.embedding import shared_embedder
 
         return shared_embedder(model, device=self.device)

@@ -8,7 +8,7 @@ trace id), so evals on real traffic can join them with eval results and chunks i
 import dagster as dg
 import polars as pl
 
-from ..rag.traces import load_into_warehouse
+from ..rag.operate.traces import load_into_warehouse
 from .reporting import md_table
 from .resources import RagStore
 

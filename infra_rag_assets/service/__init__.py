@@ -21,9 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..rag.engine import single_thread_queries
-from ..rag.home import DataHome
-from ..rag.traces import new_trace_id
+from ..rag.operate.home import DataHome
+from ..rag.operate.traces import new_trace_id
+from ..rag.search.engine import single_thread_queries
 from .middleware import BodyLimit, InflightLimit
 from .routes import TracedFailure, operations, queries
 from .state import ServiceSettings, ServingState, Unavailable

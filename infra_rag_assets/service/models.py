@@ -2,7 +2,7 @@
 
 Requests are strict: unknown fields are refused (422 naming the field), nothing is coerced
 (``"k": "5"``, ``"k": true`` and ``"offline": 0`` are errors), and the question follows the one
-set of rules in ``rag.questions`` that the CLI uses too.
+set of rules in ``rag.search.questions`` that the CLI uses too.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..rag.answer import Citation
-from ..rag.engine import MODE_CONFIGS
-from ..rag.questions import MAX_QUESTION_CHARS, clean_question
-from ..rag.retrieval_config import NAMED_CONFIGS
-from ..rag.sources import PROJECTS
+from ..rag.answer.generate import Citation
+from ..rag.ingest.sources import PROJECTS
+from ..rag.search.engine import MODE_CONFIGS
+from ..rag.search.questions import MAX_QUESTION_CHARS, clean_question
+from ..rag.search.retrieval_config import NAMED_CONFIGS
 
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
 ConfigName = Literal[tuple(NAMED_CONFIGS)]  # type: ignore[valid-type]

@@ -14,10 +14,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from ..rag import releases
-from ..rag.engine import hit_record
-from ..rag.serving_snapshot import list_manifests
-from ..rag.traces import error_row, new_trace_id, trace_row
+from ..rag.index.serving_snapshot import list_manifests
+from ..rag.operate import releases
+from ..rag.operate.traces import error_row, new_trace_id, trace_row
+from ..rag.search.engine import hit_record
 from .models import (
     AnswerRequest,
     AnswerResponse,

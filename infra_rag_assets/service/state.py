@@ -17,10 +17,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ..rag import releases
-from ..rag.engine import QueryEngine, VersionNotFound, resolve_version
-from ..rag.home import DataHome
-from ..rag.traces import TraceSink
+from ..rag.operate import releases
+from ..rag.operate.home import DataHome
+from ..rag.operate.traces import TraceSink
+from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
 
 log = logging.getLogger("infra_rag_assets.service")
 
@@ -142,7 +142,7 @@ class ServingState:
             return engine
 
     def _open(self, version: str) -> QueryEngine:
-        from ..rag.embedding import ModelMismatch, ModelUnavailable
+        from ..rag.index.embedding import ModelMismatch, ModelUnavailable
 
         started = time.perf_counter()
         try:
@@ -176,7 +176,7 @@ class ServingState:
 
 
 def _index_check(engine: QueryEngine | None, reload_error: str) -> dict[str, Any]:
-    from ..rag.lexical_store import has_page_index
+    from ..rag.index.lexical_store import has_page_index
 
     if engine is None:
         return {"ok": False, "detail": reload_error or "no servable index version"}

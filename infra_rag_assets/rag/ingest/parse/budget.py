@@ -26,7 +26,7 @@ from .dispatch import failed, parse_page
 PARSE_BUDGET_S = 20.0
 _START_TIMEOUT_S = 120.0
 _HEADER = struct.Struct("!Q")
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[4])
 
 
 class ParseWorker:

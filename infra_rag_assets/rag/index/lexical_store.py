@@ -28,8 +28,8 @@ from typing import Any
 
 import tantivy
 
+from ..operate.processes import pid_alive
 from .analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
-from .processes import pid_alive
 
 MANIFEST_NAME = "lexical_manifest.json"
 LOCK_NAME = ".lexical.lock"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from .lexical_store import DEFAULT_BOOSTS
+from ..index.lexical_store import DEFAULT_BOOSTS
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 #   Summing a page's chunk scores into each chunk did not help (base model, measured, not kept).
 # - hybrid-page (domain-adapted model): + 0.5 x page-index BM25 + 0.1 x page-best cosine, at most
 #   2 chunks per page: k8s 0.818 -> 0.828 MRR@10, hit@5 0.907 -> 0.916 on the same version;
-#   own set 0.866 -> 0.876 (rag/fusion.py, eval/sweep_fusion.py). The serving default.
+#   own set 0.866 -> 0.876 (rag/search/fusion.py, eval/sweep_fusion.py). The serving default.
 # - floor 0.35: no answerable eval question has a best dense cosine under it (1st percentile
 #   0.43), while clearly off-topic questions score 0.04-0.15. Near-miss questions in the domain
 #   overlap answerable ones completely (0.31-0.69), so the floor only catches the off-topic.

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from infra_rag_assets.rag.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
+from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
 
 _META_KEYS = ("model_id", "weights_hash", "dimension", "metric", "max_seq_length", "version")
 _EQUALITY_FILTERS = ("project", "source", "page_kind", "doc_id")

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import anthropic
 from anthropic.types import Message
 
-from .analysis import identifier_terms, prose_terms, stem
+from ..index.analysis import identifier_terms, prose_terms, stem
 from .prompts import ABSTENTION, Prompt, get_prompt
 
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL

@@ -12,9 +12,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from . import releases
-from .config import BuildConfig
-from .home import DataHome
+from ..index.config import BuildConfig
+from ..operate import releases
+from ..operate.home import DataHome
 from .packing import PackedContext, pack_passages
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 
@@ -31,7 +31,7 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
 
     Reads only the serving files (release pointer, snapshot manifests, index directories):
     never the build warehouse, so it works while a build holds it."""
-    from .serving_snapshot import SnapshotMissing, list_manifests, read_manifest
+    from ..index.serving_snapshot import SnapshotMissing, list_manifests, read_manifest
 
     if requested:
         try:
@@ -63,7 +63,7 @@ def _has_vectors(home: DataHome, version: str) -> bool:
     (lexical_index may finish first) but no LanceDB table: not servable, so skipped."""
     import lancedb
 
-    from .vector_store import table_name
+    from ..index.vector_store import table_name
 
     return table_name(version) in lancedb.connect(home.vectors_uri())
 
@@ -80,9 +80,9 @@ class QueryEngine:
     searchers and retrievers are created under a lock, the embedder serializes its encodes."""
 
     def __init__(self, home: DataHome, version: str):
-        from .chunking import HFTokenCounter
-        from .embedding import resolve_model_path, shared_embedder
-        from .serving_snapshot import read_catalog, read_manifest
+        from ..index.chunking import HFTokenCounter
+        from ..index.embedding import resolve_model_path, shared_embedder
+        from ..index.serving_snapshot import read_catalog, read_manifest
 
         self.home, self.version = home, version
         self.manifest = read_manifest(home.serving_root(), version)
@@ -105,8 +105,8 @@ class QueryEngine:
         self.search("warm up: how does a deployment roll out?", config=config, k=1)
 
     def _searchers(self, mode: str) -> tuple[Any, Any]:
-        from .lexical_store import LexicalSearcher
-        from .vector_store import VectorSearcher
+        from ..index.lexical_store import LexicalSearcher
+        from ..index.vector_store import VectorSearcher
 
         with self._lock:
             if mode != "lexical" and self._vector is None:
@@ -117,7 +117,7 @@ class QueryEngine:
 
     def _page_searcher(self, config: RetrievalConfig) -> Any:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
-        from .lexical_store import open_page_searcher
+        from ..index.lexical_store import open_page_searcher
 
         if config.uses_page_index and self._pages is None:
             self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False
@@ -140,7 +140,7 @@ class QueryEngine:
     def answer(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 6,
                filters: dict | None = None, budget_tokens: int = 1800, use_claude: bool | None = None,
                client: Any = None) -> AnswerOutcome:
-        from .answer import answer as make_answer
+        from ..answer.generate import answer as make_answer
 
         result = self.search(question, config=config, k=k, filters=filters)
         packed = pack_passages(result.hits, budget_tokens=budget_tokens, count_tokens=self._counter.count)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..index.lexical_store import LexicalSearcher, open_page_searcher
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
-from .lexical_store import LexicalSearcher, open_page_searcher
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
@@ -278,7 +278,7 @@ def open_retriever(db_uri: str, tantivy_dir: Path, catalog: Mapping[str, dict], 
                    reranker_loader: Callable[[str], Any] | None = None) -> Retriever:
     """Open the searchers ``config.mode`` needs. The index version defaults to the Tantivy
     directory's name (``<home>/tantivy/<version>``). ModelMismatch propagates unchanged."""
-    from .vector_store import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
+    from ..index.vector_store import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
 
     version = version or Path(tantivy_dir).name
     vector = VectorSearcher.open(db_uri, version, embedder) if config.mode != "lexical" else None

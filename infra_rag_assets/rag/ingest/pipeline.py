@@ -13,8 +13,8 @@ from dataclasses import asdict
 
 import polars as pl
 
+from ..index.config import PIPELINE_VERSION
 from .blobs import BlobStore
-from .config import PIPELINE_VERSION
 from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
 from .parse.budget import PARSE_BUDGET_S, ParseWorker
 from .parse.dedup import content_hash, find_duplicates

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .blobs import BlobStore
+from ..ingest.blobs import BlobStore
 from .warehouse import Warehouse
 
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .analysis import prose_terms
+from ..index.analysis import prose_terms
 
 HIT_KS = (1, 5, 10)
 RANK_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10")

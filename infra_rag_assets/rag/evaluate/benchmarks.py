@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .sources import expand_env
+from ..ingest.sources import expand_env
 
 BENCH_DIR = Path("eval") / "benchmarks"
 UNANSWERABLE = "unanswerable"

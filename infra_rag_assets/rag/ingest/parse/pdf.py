@@ -17,7 +17,7 @@ from itertools import dropwhile, takewhile
 
 import pymupdf
 
-from infra_rag_assets.rag.models import (
+from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
     STATUS_NO_CONTENT,
     STATUS_OK,
@@ -26,8 +26,8 @@ from infra_rag_assets.rag.models import (
     ParsedDocument,
     Section,
 )
-from infra_rag_assets.rag.parse.guard import never_raise
-from infra_rag_assets.rag.parse.sections import slugify
+from infra_rag_assets.rag.ingest.parse.guard import never_raise
+from infra_rag_assets.rag.ingest.parse.sections import slugify
 
 PARSER_NAME = "pdf"
 PARSER_VERSION = "1"

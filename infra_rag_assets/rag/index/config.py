@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
+from ..ingest.sources import Source
 from .embedding import DEFAULT_MODEL
-from .sources import Source
 
 PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
 # Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
@@ -87,7 +87,7 @@ def new_version_name(config_hash: str, existing: set[str], now: datetime | None 
 def make_build_config(sources: list[Source], parsers: dict[str, str], chunking: ChunkSettings,
                       model_id: str, model_hash: str) -> BuildConfig:
     """Snapshot the sources (with mirror fingerprints) and settings a new version builds with."""
-    from .sources import mirror_fingerprint
+    from ..ingest.sources import mirror_fingerprint
 
     snapshots = [source_snapshot(s, mirror_fingerprint(s)) for s in sources]
     return BuildConfig(sources=snapshots, parsers=parsers, chunking=chunking,

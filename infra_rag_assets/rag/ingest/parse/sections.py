@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from infra_rag_assets.rag.models import Section
+from infra_rag_assets.rag.ingest.models import Section
 
 # A fence opener: up to any indentation (list items indent fences), 3+ backticks or tildes.
 _FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")

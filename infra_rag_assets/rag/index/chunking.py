@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from ..ingest.models import PageSpan, Section
 from .config import ChunkSettings
-from .models import PageSpan, Section
 
 CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
 

@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .retrieval import RetrievalConfig
-from .sources import read_yaml_list
-from .traces import error_row, trace_row
+from ..ingest.sources import read_yaml_list
+from ..operate.traces import error_row, trace_row
+from ..search.retrieval import RetrievalConfig
 
 OUTCOMES = ("answered", "abstained")
 ORIGIN = "canary"
 
 
 def default_canary_file() -> Path:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return Path(os.environ.get("INFRA_RAG_CANARY", str(root / "eval" / "canary.yaml")))
 
 
@@ -169,9 +169,9 @@ def canary_suite(home: Any, version: str | None = None, path: Path | str | None 
     Shared by `infra-rag canary` and the hourly ``release_canary`` asset check, so a canary
     run by hand and one run by the daemon ask the same engine the same way.
     """
-    from . import releases
-    from .engine import DEFAULT_CONFIG, QueryEngine, named_config
-    from .traces import process_sink
+    from ..operate import releases
+    from ..operate.traces import process_sink
+    from ..search.engine import DEFAULT_CONFIG, QueryEngine, named_config
 
     canaries = load_canaries(path)  # a bad file fails before any model loads
     engine = QueryEngine.open(home, version)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ..index.serving_snapshot import write_json_atomic
 from .home import DataHome
-from .serving_snapshot import write_json_atomic
 from .warehouse import Warehouse
 
 # How old a release may get before it is overdue (the sources sensor or the release gate has

@@ -1,0 +1,1 @@
+"""Answer: generation of an answer from retrieved context (``generate``) and its prompts."""
