@@ -20,7 +20,7 @@ import dagster as dg
 
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
-from .rag.index.config import new_version_name, sources_fingerprint
+from .rag.index.config import claim_version
 from .rag.operate.processes import pid_alive
 
 
@@ -59,21 +59,6 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
                             config, created_by)
     instance.add_dynamic_partitions(index_version.name, [version])
     return version
-
-
-def claim_version(warehouse, partitions, config, created_by: str) -> str:
-    """Name a new version and record its configuration; the CLI and the sensor both use it.
-
-    Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a build
-    started in the same minute, must not reuse (and overwrite) an existing version.
-    """
-    existing = set(partitions) | warehouse.version_names()
-    while True:
-        version = new_version_name(config.config_hash(), existing)
-        if warehouse.record_version(version, config.to_dict(), config.config_hash(),
-                                    sources_fingerprint(config.sources), created_by):
-            return version
-        existing.add(version)  # taken by a concurrent build between our read and our insert
 
 
 def stages_through(through: str, start: str | None = None) -> list[str]:
