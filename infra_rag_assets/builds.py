@@ -63,14 +63,15 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
 
 def stages_through(through: str, start: str | None = None) -> list[str]:
     """The stages to run, in dependency order, for ``--through`` and optionally ``--from``."""
-    from .defs.jobs import stages_for
+    from .stages import stages_for
 
     return stages_for(through, start)
 
 
 def job_for(stages: list[str]) -> tuple[str, list[str] | None]:
     """The narrowest build job covering ``stages`` and the asset subset to run (None: all of it)."""
-    from .defs.jobs import _graph, build_job_name, chain_targets, stages_for
+    from .defs.jobs import build_job_name, chain_targets
+    from .stages import _graph, stages_for
 
     for target in chain_targets(_graph()):
         selected = stages_for(target)
@@ -107,7 +108,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
     return dg.execute_job(job, instance, run_config=run_config, tags=tags, raise_on_error=False,
                           asset_selection=[dg.AssetKey(s) for s in subset] if subset else None)
 
@@ -124,7 +125,7 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     run_config = {"ops": {"serving_release": {"config": config}},
                   "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
                   "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
     return dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
                           tags={**(tags or {}), "infra_rag/inprocess": "1"})
 
@@ -190,7 +191,7 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     The copy is recorded as a runless materialization of each copied asset in the new
     partition (metadata names the version it came from), so lineage in the UI stays whole.
     """
-    from .defs.jobs import stage_order
+    from .stages import stage_order
 
     copied = [s for s in stage_order() if s not in stages_through("release", start)]
     if not copied:
