@@ -20,7 +20,7 @@ import dagster as dg
 
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
-from .rag.index.config import new_version_name, sources_fingerprint
+from .rag.index.config import claim_version
 from .rag.operate.processes import pid_alive
 
 
@@ -61,31 +61,17 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
     return version
 
 
-def claim_version(warehouse, partitions, config, created_by: str) -> str:
-    """Name a new version and record its configuration; the CLI and the sensor both use it.
-
-    Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a build
-    started in the same minute, must not reuse (and overwrite) an existing version.
-    """
-    existing = set(partitions) | warehouse.version_names()
-    while True:
-        version = new_version_name(config.config_hash(), existing)
-        if warehouse.record_version(version, config.to_dict(), config.config_hash(),
-                                    sources_fingerprint(config.sources), created_by):
-            return version
-        existing.add(version)  # taken by a concurrent build between our read and our insert
-
-
 def stages_through(through: str, start: str | None = None) -> list[str]:
     """The stages to run, in dependency order, for ``--through`` and optionally ``--from``."""
-    from .defs.jobs import stages_for
+    from .stages import stages_for
 
     return stages_for(through, start)
 
 
 def job_for(stages: list[str]) -> tuple[str, list[str] | None]:
     """The narrowest build job covering ``stages`` and the asset subset to run (None: all of it)."""
-    from .defs.jobs import _graph, build_job_name, chain_targets, stages_for
+    from .defs.jobs import build_job_name, chain_targets
+    from .stages import _graph, stages_for
 
     for target in chain_targets(_graph()):
         selected = stages_for(target)
@@ -122,7 +108,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
     return dg.execute_job(job, instance, run_config=run_config, tags=tags, raise_on_error=False,
                           asset_selection=[dg.AssetKey(s) for s in subset] if subset else None)
 
@@ -139,7 +125,7 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     run_config = {"ops": {"serving_release": {"config": config}},
                   "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
                   "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.defs.jobs", "job_named", reconstructable_args=(job_name,))
+    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
     return dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
                           tags={**(tags or {}), "infra_rag/inprocess": "1"})
 
@@ -205,7 +191,7 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     The copy is recorded as a runless materialization of each copied asset in the new
     partition (metadata names the version it came from), so lineage in the UI stays whole.
     """
-    from .defs.jobs import stage_order
+    from .stages import stage_order
 
     copied = [s for s in stage_order() if s not in stages_through("release", start)]
     if not copied:

@@ -6,41 +6,14 @@ Built on the same library and asset graph as the Dagster UI. Bad input ends with
 
 from __future__ import annotations
 
-import functools
 import threading
 import uuid
 import warnings
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from .rag.ingest.sources import SourceConfigError
-
-console = Console(stderr=True)
-out = Console()
-
-
-class UserError(click.ClickException):
-    """A one-line error for bad input or a missing prerequisite."""
-
-    exit_code = 2
-
-    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
-        console.print(f"[bold red]error:[/] {self.message}", highlight=False, soft_wrap=True)
-
-
-def friendly_errors(fn):
-    """Turn expected failures into one-line errors; keep tracebacks for real bugs only."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (SourceConfigError, ValueError, FileNotFoundError) as exc:
-            raise UserError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-
-    return wrapper
+from . import cli_health, cli_ops, cli_query
+from .cli_common import UserError, console, friendly_errors, out, print_rows
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -197,22 +170,6 @@ def versions(obj: dict) -> None:
     print_rows(columns, rows)
 
 
-def print_rows(columns: list[str], rows: list[list[str]]) -> None:
-    """A table on a terminal; tab-separated lines (with a header) for scripts and pipes."""
-    if not out.is_terminal:
-        click.echo("\t".join(columns))
-        for row in rows:
-            click.echo("\t".join(row))
-        return
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
-
-
-def _register_subcommands() -> None:
-    """Subcommand modules attach themselves to ``main`` on import."""
-    from . import cli_health, cli_ops, cli_query  # noqa: F401
-
-
-_register_subcommands()
+for _module in (cli_query, cli_ops, cli_health):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)

@@ -11,11 +11,11 @@ import json
 
 import click
 
-from .cli import UserError, console, friendly_errors, main, print_rows
+from .cli_common import UserError, console, friendly_errors, print_rows
 from .health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
 
 
-@main.command()
+@click.command()
 @click.option("--max-age-days", default=DEFAULT_MAX_AGE_DAYS, show_default=True, type=click.FloatRange(min=0),
               help="oldest acceptable release event and newest index version")
 @click.option("--max-trace-errors", default=DEFAULT_MAX_TRACE_ERRORS, show_default=True,
@@ -51,7 +51,7 @@ def _health_detail(name: str, check: dict) -> str:
     return f"{check['model_id']} at {check.get('path', '?')} (weights {check['weights_hash'][:16]})"
 
 
-@main.command()
+@click.command()
 @click.option("--version", default=None, help="index version to test (default: the current release)")
 @click.option("--file", "canary_file", default=None, envvar="INFRA_RAG_CANARY",
               help="canary questions (default eval/canary.yaml)")
@@ -84,3 +84,6 @@ def canary(obj, version, canary_file, as_json) -> None:
     console.print(f"canary: {summary(report.results)}", highlight=False)
     if report.failed:
         raise click.exceptions.Exit(1)
+
+
+COMMANDS = [health, canary]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .cli import UserError, console, friendly_errors, main, out
+from .cli_common import UserError, console, friendly_errors, out
 
 
 def _instance(obj):
@@ -19,7 +19,7 @@ def _instance(obj):
     return dg.DagsterInstance.get()
 
 
-@main.command("release")
+@click.command("release")
 @click.option("--version", "version", required=True, help="an evaluated index version to promote")
 @click.pass_obj
 @friendly_errors
@@ -43,7 +43,7 @@ def release_cmd(obj, version) -> None:
     out.print(f"released {version}")
 
 
-@main.command()
+@click.command()
 @click.option("--reason", default="", help="why (recorded in the release history)")
 @click.pass_obj
 @friendly_errors
@@ -63,7 +63,7 @@ def rollback(obj, reason) -> None:
     out.print(f"rolled back: {event.previous_version} → {event.index_version}")
 
 
-@main.command()
+@click.command()
 @click.argument("ref")
 @click.option("--regime", default="serving", show_default=True, help="for a question id: which regime's hits")
 @click.option("--json", "as_json", is_flag=True)
@@ -129,7 +129,7 @@ def _print_chain(chain: dict) -> None:
     console.print("[dim]the same facts are in the Dagster UI: eval_run and release metadata, asset lineage[/]")
 
 
-@main.command()
+@click.command()
 @click.option("--port", default=3000, show_default=True, type=int)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.pass_obj
@@ -157,3 +157,6 @@ def ui(obj, port, host) -> None:
                "--host", host, "--port", str(port)]
     os.chdir(PROJECT_ROOT)
     os.execv(sys.executable, command)
+
+
+COMMANDS = [release_cmd, rollback, lineage, ui]

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from .cli import UserError, console, friendly_errors, main, out, print_rows
+from .cli_common import UserError, console, friendly_errors, out, print_rows
 from .rag.ingest.sources import PROJECTS
 from .rag.search.engine import hit_record
 from .rag.search.questions import QuestionError, clean_question, read_batch
@@ -34,7 +34,7 @@ def _config_name(mode: str, config: str | None) -> str:
     return name
 
 
-@main.command()
+@click.command()
 @click.argument("question", required=False)
 @click.option("--batch", "batch", type=str, default=None, help="JSONL of {\"id\",\"question\"} ('-' = stdin)")
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1, 100))
@@ -113,7 +113,7 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
         out.print("   " + " ".join(hit.text.split())[:240], highlight=False)
 
 
-@main.command()
+@click.command()
 @click.argument("question")
 @click.option("--version", default=None)
 @click.option("--config", "config", default=None, help="named retrieval config")
@@ -146,7 +146,7 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
     console.print(f"[dim]{engine.version} · {name} · {reply.method} · {reply.outcome}[/]")
 
 
-@main.command()
+@click.command()
 @click.option("--last", "last", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.pass_obj
 @friendly_errors
@@ -158,7 +158,7 @@ def traces(obj, last) -> None:
     print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
 
 
-@main.command()
+@click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
@@ -195,7 +195,7 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
                 log_level="info", timeout_graceful_shutdown=10)
 
 
-@main.command()
+@click.command()
 @click.option("--version", "versions", multiple=True, help="index version (repeatable; default: every built one)")
 @click.pass_obj
 @friendly_errors
@@ -217,3 +217,6 @@ def snapshot(obj, versions) -> None:
         out.print(f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}")
     pointer = publish_pointer(warehouse)
     console.print(f"release pointer: {pointer['current'] or 'nothing released'}")
+
+
+COMMANDS = [search, answer, traces, serve, snapshot]

@@ -8,7 +8,7 @@ import pytest
 from infra_rag_assets.builds import job_for, stages_through
 from infra_rag_assets.definitions import defs
 from infra_rag_assets.definitions_models import defs as model_defs
-from infra_rag_assets.defs.jobs import stage_order
+from infra_rag_assets.stages import stage_order
 
 
 def test_both_code_locations_load():

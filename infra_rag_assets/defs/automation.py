@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from ..rag.index.config import sources_fingerprint
+from ..rag.index.config import claim_version, sources_fingerprint
 from ..rag.ingest.sources import SourceConfigError
 from .partitions import index_version
 from .release import release_version_job
@@ -28,8 +28,6 @@ def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settin
     latest = warehouse.newest_version()
     if latest and latest[1] == fingerprint:
         return dg.SkipReason(f"sources unchanged since {latest[0]} (fingerprint {fingerprint[:12]})")
-    from ..builds import claim_version
-
     version = claim_version(warehouse, context.instance.get_dynamic_partitions(index_version.name),
                             config, created_by="sensor")
     changed = _changed_sources(latest[0] if latest else None, config.sources, warehouse)

@@ -10,7 +10,6 @@ UI can re-launch. ``reindex`` is the whole chain (what the freshness sensor requ
 
 from __future__ import annotations
 
-import functools
 import graphlib
 
 import dagster as dg
@@ -79,35 +78,3 @@ def build_jobs(assets: list) -> list[dg.UnresolvedAssetJobDefinition]:
         description="Build, evaluate and (if the gates pass) release one index version end to end."
         if target == CHAIN_END else f"Materialize one index version through {target} (and everything upstream).",
     ) for target in chain_targets(assets)]
-
-
-@functools.cache
-def _graph():
-    from ..definitions import defs
-
-    return defs.resolve_asset_graph()
-
-
-def stage_order() -> list[str]:
-    """Every stage of the build chain in dependency order (source_pages first, release last)."""
-    return _toposorted(_graph(), through_selection(CHAIN_END).resolve(_graph()))
-
-
-def stages_for(target: str, start: str | None = None) -> list[str]:
-    """The stages a build ``--through target [--from start]`` runs, in order."""
-    targets = chain_targets(_graph())
-    if target not in targets:
-        raise ValueError(f"unknown stage {target!r}; choose one of {', '.join(targets)}")
-    selection = through_selection(target)
-    if start is not None:
-        if start not in stage_order() or dg.AssetKey(start) not in selection.resolve(_graph()):
-            raise ValueError(f"--from {start} is not a stage before --through {target}")
-        selection = selection & dg.AssetSelection.assets(start).downstream()
-    return _toposorted(_graph(), selection.resolve(_graph()))
-
-
-def job_named(name: str) -> dg.JobDefinition:
-    """Reconstructs a job of the code location in any process (``dg.build_reconstructable_job``)."""
-    from ..definitions import defs
-
-    return defs.resolve_job_def(name)

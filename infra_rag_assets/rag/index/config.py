@@ -92,3 +92,18 @@ def make_build_config(sources: list[Source], parsers: dict[str, str], chunking: 
     snapshots = [source_snapshot(s, mirror_fingerprint(s)) for s in sources]
     return BuildConfig(sources=snapshots, parsers=parsers, chunking=chunking,
                        model_id=model_id, model_hash=model_hash)
+
+
+def claim_version(warehouse, partitions, config, created_by: str) -> str:
+    """Name a new version and record its configuration; the CLI and the sensor both use it.
+
+    Names are unique per data home, not per Dagster instance: another DAGSTER_HOME, or a build
+    started in the same minute, must not reuse (and overwrite) an existing version.
+    """
+    existing = set(partitions) | warehouse.version_names()
+    while True:
+        version = new_version_name(config.config_hash(), existing)
+        if warehouse.record_version(version, config.to_dict(), config.config_hash(),
+                                    sources_fingerprint(config.sources), created_by):
+            return version
+        existing.add(version)  # taken by a concurrent build between our read and our insert

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only, so retrieval.py can re-export this module without a cycle
-    from .retrieval import Hit
+from .hits import Hit
 
 SEP = " › "
 PASSAGE_SEP = "\n\n"

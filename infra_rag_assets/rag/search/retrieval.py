@@ -26,6 +26,7 @@ from typing import Any
 
 from ..index.lexical_store import LexicalSearcher, open_page_searcher
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
+from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
@@ -42,31 +43,6 @@ __all__ = [
 
 
 # --- results --------------------------------------------------------------------------------
-
-
-@dataclass
-class Hit:
-    """One retrieved chunk with everything needed to cite it and to explain its rank."""
-
-    chunk_id: str
-    doc_id: str
-    project: str
-    source: str
-    page_id: str
-    url: str
-    title: str
-    section: str
-    text: str
-    score: float  # the fusion score (cosine / BM25 alone in single-side modes)
-    dense_score: float | None
-    lexical_score: float | None
-    dense_rank: int | None  # 1-based rank in the dense candidate list
-    lexical_rank: int | None
-    pages: list[int]
-    start_char: int
-    end_char: int
-    page_kind: str
-    rerank_score: float | None = None  # cross-encoder score when reranked; decides the order
 
 
 @dataclass

@@ -1,0 +1,51 @@
+"""What every `infra-rag` subcommand module shares: the consoles, the one-line error type and
+the decorator that turns expected failures into it, and the table/TSV printer. Kept apart from
+cli.py so subcommand modules never import the group that registers them (no import cycle)."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .rag.ingest.sources import SourceConfigError
+
+console = Console(stderr=True)
+out = Console()
+
+
+class UserError(click.ClickException):
+    """A one-line error for bad input or a missing prerequisite."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
+        console.print(f"[bold red]error:[/] {self.message}", highlight=False, soft_wrap=True)
+
+
+def friendly_errors(fn):
+    """Turn expected failures into one-line errors; keep tracebacks for real bugs only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (SourceConfigError, ValueError, FileNotFoundError) as exc:
+            raise UserError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+    return wrapper
+
+
+def print_rows(columns: list[str], rows: list[list[str]]) -> None:
+    """A table on a terminal; tab-separated lines (with a header) for scripts and pipes."""
+    if not out.is_terminal:
+        click.echo("\t".join(columns))
+        for row in rows:
+            click.echo("\t".join(row))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
