@@ -178,10 +178,6 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
     from .rag.search.engine import VersionNotFound, resolve_version
 
     home = obj["store"].data_home()
-    if not home.release_pointer().exists() and (home.root / "warehouse.duckdb").exists():
-        from .rag.operate.releases import publish_pointer
-
-        publish_pointer(home.warehouse())  # a home released before the pointer existed: publish it once
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:

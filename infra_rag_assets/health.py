@@ -46,30 +46,40 @@ def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 
 def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
     """Index, release and model, each ok or not with a one-line reason (what /health says)."""
-    from .rag.index.lexical_store import has_page_index
     from .rag.search.engine import QueryEngine, VersionNotFound, resolve_version
 
-    current = releases.read_pointer(home.release_pointer()).get("current")
-    checks: dict[str, dict[str, Any]] = {"release": {
-        "ok": current is not None, "current": current,
-        "detail": "" if current else "no release yet (serving the latest built version)"}}
+    checks: dict[str, dict[str, Any]] = {"release": release_check(home)}
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
         checks["index"] = {"ok": False, "detail": str(exc)}
         checks["model"] = {"ok": False, "detail": "no index to check the model against"}
         return checks
-    pages_ok = has_page_index(home.tantivy_root() / version)
-    checks["index"] = {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages_ok,
-                       "detail": "" if pages_ok else "no page index (built before it existed): page term "
-                       "skipped, results degraded"}
+    checks["index"] = index_check(home, version)
     try:
-        engine = QueryEngine(home, version)  # opens searchers: refuses a mismatched model
-        checks["model"] = {"ok": True, "model_id": engine.build_config.model_id,
-                           "weights_hash": engine.embedder.weights_hash[:16]}
+        checks["model"] = model_check(QueryEngine(home, version))  # opening refuses a mismatched model
     except Exception as exc:  # noqa: BLE001 - health reports, never raises
         checks["model"] = _failed(exc)
     return checks
+
+
+def release_check(home: DataHome) -> dict[str, Any]:
+    current = releases.read_pointer(home.release_pointer()).get("current")
+    return {"ok": current is not None, "current": current,
+            "detail": "" if current else "no release yet (serving the latest built version)"}
+
+
+def index_check(home: DataHome, version: str) -> dict[str, Any]:
+    """The version's lexical index is there; without a page index it serves degraded."""
+    from .rag.index.lexical_store import has_page_index
+
+    pages = has_page_index(home.tantivy_root() / version)
+    return {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages,
+            "detail": "" if pages else "no page index (built before it existed): page term skipped, results degraded"}
+
+
+def model_check(engine: Any) -> dict[str, Any]:
+    return {"ok": True, "model_id": engine.build_config.model_id, "weights_hash": engine.embedder.weights_hash[:16]}
 
 
 def _failed(exc: Exception) -> dict[str, Any]:

@@ -127,27 +127,32 @@ def pipeline_env(tmp_path, fixture_sources):
         yield instance, store, settings
 
 
+def build_index_version(home: Path, sources: Path) -> str:
+    """Register a new index version of ``sources`` in ``home`` and build it through the indexes."""
+    import dagster as dg
+
+    from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
+    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+
+    store = RagStore(home=str(home))
+    settings = BuildSettings(sources_file=str(sources))
+    with dg.DagsterInstance.ephemeral() as instance:
+        version = register_version(instance, store, settings, created_by="test")
+        result = materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource(batch_size=16))
+        assert result.success
+    return version
+
+
 @pytest.fixture(scope="session")
 def built_index(tmp_path_factory):
     """One fixture-corpus index version built through every index stage, shared read-only.
 
     Tests that change state (releases, traces) get their own data home via ``fresh_home``.
     """
-    import dagster as dg
-
-    from infra_rag_assets.builds import INDEX_STAGES as STAGES
-    from infra_rag_assets.builds import materialize_version, register_version
-    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
-
     base = tmp_path_factory.mktemp("built_index")
     corpus = make_fixture_corpus(base / "corpus")
     sources = write_fixture_sources(base / "sources.yaml", corpus)
-    store = RagStore(home=str(base / "home"))
-    settings = BuildSettings(sources_file=str(sources))
-    with dg.DagsterInstance.ephemeral() as instance:
-        version = register_version(instance, store, settings, created_by="test")
-        result = materialize_version(version, STAGES, instance, store, settings, EmbedderResource(batch_size=16))
-        assert result.success
+    version = build_index_version(base / "home", sources)
     return {"home": base / "home", "version": version, "sources": sources, "corpus": corpus}
 
 

@@ -86,6 +86,18 @@ def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
     assert by_id["q-off-1"]["abstained"] and by_id["q-maxsurge"]["rank"] == 1
 
 
+def test_releasing_what_already_serves_repairs_a_stale_pointer(env):
+    """No new event, but the pointer the service reads is published again (e.g. after a crash
+    between the history commit and the pointer write)."""
+    instance, store, settings, version, bench = env
+    assert _evaluate_and_release(instance, store, settings, version, bench).success
+    pointer = store.data_home().release_pointer()
+    pointer.unlink()
+    assert change_serving(instance, store, "release", version, reason="again").success
+    assert releases.read_pointer(pointer)["current"] == version
+    assert len(releases.history(store.warehouse())) == 1
+
+
 def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
     instance, store, settings, version, bench = env
     result = _evaluate_and_release(instance, store, settings, version, bench,

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import build_index_version
 
 from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.home import DataHome
@@ -173,15 +174,6 @@ def test_release_switch_during_load_loses_no_request(released_home, tmp_path, bu
 
 def _build_second_version(home: DataHome, built_index: dict) -> str:
     """A real second index version of the same sources (cache hits: no model work)."""
-    import dagster as dg
-
-    from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
-    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
-
-    store = RagStore(home=str(home.root))
-    settings = BuildSettings(sources_file=str(built_index["sources"]))
-    with dg.DagsterInstance.ephemeral() as instance:
-        version = register_version(instance, store, settings, created_by="test")
-        assert materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource()).success
+    version = build_index_version(home.root, built_index["sources"])
     assert version != built_index["version"]
     return version

@@ -83,7 +83,8 @@ def serving_release(context: dg.AssetExecutionContext, config: ServingChange, st
             raise dg.Failure("release_version needs config `version`: the index version to serve")
         _refuse_unless_approved(store, config.version)
         if previous == config.version:
-            event = releases.history(warehouse)[-1]  # already serving: no new event, the pointer did not move
+            event = releases.history(warehouse)[-1]  # already serving: no new event
+            releases.publish_pointer(warehouse)  # idempotent; repairs a pointer a crash left stale
         else:
             event = releases.record(warehouse, config.version, "release", run_id=context.run.run_id,
                                     reason=config.reason or f"gates passed (run {context.run.run_id[:8]})",
@@ -111,7 +112,6 @@ def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> di
 
 
 def _utc(naive) -> float:
-
     return naive.replace(tzinfo=UTC).timestamp()
 
 

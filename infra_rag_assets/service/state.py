@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ..rag.operate import releases
+from ..health import index_check, model_check, release_check
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import TraceSink
 from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
@@ -157,14 +157,11 @@ class ServingState:
 
     # --- reporting -----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        pointer = releases.read_pointer(self.home.release_pointer())
         current = self.current
         checks: dict[str, dict[str, Any]] = {
-            "release": {"ok": bool(pointer.get("current")), "current": pointer.get("current"),
-                        "detail": "" if pointer.get("current") else "no release yet (serving the newest build)"},
+            "release": release_check(self.home),
             "index": _index_check(current, self.reload_error),
-            "model": ({"ok": True, "model_id": current.build_config.model_id,
-                       "weights_hash": current.embedder.weights_hash[:16]} if current else
+            "model": (model_check(current) if current else
                       {"ok": False, "detail": "no index to check the model against"}),
             "traces": {**self.sink.health(), "detail": self.sink.last_error or
                        f"{self.sink.stats['queue_full']} traces written past a full queue"},
@@ -176,11 +173,9 @@ class ServingState:
 
 
 def _index_check(engine: QueryEngine | None, reload_error: str) -> dict[str, Any]:
-    from ..rag.index.lexical_store import has_page_index
-
+    """The served engine's index (as `infra-rag health` checks it) plus a failed switch, if any."""
     if engine is None:
         return {"ok": False, "detail": reload_error or "no servable index version"}
-    pages = has_page_index(engine.home.tantivy_root() / engine.version)
-    detail = "" if pages else "no page index (built before it existed): page term skipped, results degraded"
-    return {"ok": True, "version": engine.version, "page_index": pages, "chunks": len(engine.catalog),
-            "detail": "; ".join(d for d in (detail, reload_error) if d)}
+    check = index_check(engine.home, engine.version)
+    detail = "; ".join(d for d in (check["detail"], reload_error) if d)
+    return {**check, "chunks": len(engine.catalog), "detail": detail}

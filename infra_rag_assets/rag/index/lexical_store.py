@@ -28,6 +28,7 @@ from typing import Any
 
 import tantivy
 
+from ..operate.files import fsync_tree, swap_into_place
 from ..operate.processes import pid_alive
 from .analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
 
@@ -101,8 +102,8 @@ def build_index(
         try:
             count = _write_index(staging, docs, heap_bytes)
             _write_manifest(staging, count)
-            _fsync_tree(staging)
-            _swap_into_place(staging, final_dir)
+            fsync_tree(staging)
+            swap_into_place(staging, final_dir, _temp_dir(ASIDE_PREFIX, final_dir))
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)  # a hard crash leaves it for cleanup
             raise
@@ -146,37 +147,6 @@ def _write_manifest(path: Path, count: int) -> None:
         "tantivy_version": getattr(tantivy, "__version__", ""),
     }
     (path / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-
-
-def _swap_into_place(staging: Path, final_dir: Path) -> None:
-    """Rename ``staging`` to ``final_dir``; an older index is moved aside, then deleted."""
-    aside = _temp_dir(ASIDE_PREFIX, final_dir) if final_dir.exists() else None
-    if aside is not None:
-        os.rename(final_dir, aside)
-    try:
-        os.rename(staging, final_dir)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, final_dir)  # put the previous index back
-        raise
-    _fsync_path(final_dir.parent)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def _fsync_tree(path: Path) -> None:
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            _fsync_path(Path(dirpath) / name)
-        _fsync_path(Path(dirpath))
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextmanager

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping
@@ -28,6 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ..operate.files import fsync_tree, swap_into_place, write_json
 
 MANIFEST = "manifest.json"
 CATALOG = "catalog.parquet"
@@ -80,8 +81,9 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
             version=version, created_at=(created_at or datetime.now(UTC)).isoformat(),
             build_config=build_config, chunks=table.num_rows,
             pages=len(set(columns["doc_id"])), catalog_sha256=_sha256(staging / CATALOG))
-        _write_json(staging / MANIFEST, manifest.__dict__)
-        _swap_in(staging, target)
+        write_json(staging / MANIFEST, manifest.__dict__)
+        fsync_tree(staging)
+        swap_into_place(staging, target, target.parent / f".old-{version}-{uuid.uuid4().hex[:8]}")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -109,25 +111,13 @@ def _schema() -> pa.Schema:
                       pa.field("start_char", pa.int64()), pa.field("end_char", pa.int64())])
 
 
-def _swap_in(staging: Path, target: Path) -> None:
-    """Rename staging into place; an existing snapshot is moved aside first and removed after."""
-    old = None
-    if target.exists():
-        old = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:8]}"
-        os.replace(target, old)
-    os.replace(staging, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
     path = snapshot_dir(serving_root, version) / MANIFEST
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
-        raise SnapshotMissing(f"index version {version!r} has no serving snapshot (build it through "
-                              f"lexical_index: `infra-rag build --version {version} --from lexical_index "
-                              f"--through lexical_index`)") from None
+        raise SnapshotMissing(f"index version {version!r} has no serving snapshot "
+                              f"(`infra-rag snapshot --version {version}` writes it)") from None
     return SnapshotManifest(**raw)
 
 
@@ -161,23 +151,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    with open(path, "w", encoding="utf-8") as stream:
-        json.dump(value, stream, sort_keys=True, default=str)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write ``path`` via a temp file in the same directory + fsync + rename: readers see the
-    old content or the new, never a torn file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        _write_json(tmp, value)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

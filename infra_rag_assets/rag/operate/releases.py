@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..index.serving_snapshot import write_json_atomic
+from .files import write_json_atomic
 from .home import DataHome
 from .warehouse import Warehouse
 

@@ -37,10 +37,9 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
         try:
             read_manifest(home.serving_root(), requested)
         except SnapshotMissing as exc:
-            known = [m.version for m in list_manifests(home.serving_root())]
-            hint = "no servable version yet" if not known else "see `infra-rag versions`"
-            raise VersionNotFound(f"index version {requested!r} is not servable ({hint})"
-                                  if requested not in _dirs(home) else str(exc)) from None
+            built = (home.tantivy_root() / requested).is_dir()  # built before snapshots: say how to fix
+            raise VersionNotFound(str(exc) if built else f"index version {requested!r} is not servable "
+                                  "(see `infra-rag versions`)") from None
         except ValueError as exc:
             raise VersionNotFound(str(exc)) from None
         return requested
@@ -51,11 +50,6 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
         if (home.tantivy_root() / manifest.version).is_dir() and _has_vectors(home, manifest.version):
             return manifest.version
     raise VersionNotFound("no built index version yet: run `infra-rag build`")
-
-
-def _dirs(home: DataHome) -> set[str]:
-    root = home.tantivy_root()
-    return {p.name for p in root.iterdir()} if root.is_dir() else set()
 
 
 def _has_vectors(home: DataHome, version: str) -> bool:

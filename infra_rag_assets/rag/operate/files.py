@@ -1,0 +1,67 @@
+"""Publishing files so readers never see half of them: fsync, then rename into place.
+
+Shared by every immutable artifact a reader may open while it is being replaced: Tantivy
+indexes, serving snapshots and the release pointer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path: Path) -> None:
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
+
+
+def swap_into_place(staging: Path, final_dir: Path, aside: Path) -> None:
+    """Rename ``staging`` to ``final_dir``; an older one is moved to ``aside`` first (put back if
+    the rename fails), then deleted. Readers holding the old files keep them open."""
+    moved = final_dir.exists()
+    if moved:
+        os.rename(final_dir, aside)
+    try:
+        os.rename(staging, final_dir)
+    except BaseException:
+        if moved:
+            os.rename(aside, final_dir)
+        raise
+    fsync_path(final_dir.parent)
+    if moved:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write and fsync one JSON file (sorted keys)."""
+    with open(path, "w", encoding="utf-8") as stream:
+        json.dump(value, stream, sort_keys=True, default=str)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Replace ``path`` via a temp file in the same directory: readers see the old content or
+    the new, never a torn file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        write_json(tmp, value)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
