@@ -3,9 +3,9 @@
 Shared by the CLI, the freshness sensor and the tests, so a version made anywhere is
 registered the same way: a dynamic partition in the Dagster instance plus its recorded
 build configuration in the warehouse. Every build is a run of a build job of the code
-location (defs/jobs.py), in-process (``dg.execute_job``) or queued for the daemon
-(``dagster job launch``); release and rollback are runs of the serving jobs. Resources are the
-Definitions' own, configured per run with run config.
+location (defs/jobs.py), launched through the workspace or in-process (runs.py); release and
+rollback are runs of the serving jobs. Resources are the Definitions' own, configured per run
+with run config.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import dagster as dg
 
+from .defs.automation import CALLER_SERVES_TAG
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.index.config import claim_version
-from .rag.operate.processes import pid_alive
+from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
 
 
 def __getattr__(name: str):
@@ -94,28 +94,26 @@ def resource_run_config(store: RagStore, settings: BuildSettings, embedding: Emb
 def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
                         store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None = None,
                         tags: dict[str, str] | None = None, quiet: bool = True,
-                        run_config: dict | None = None) -> dg.JobExecutionResult:
-    """Run the selected stages (and their checks) for ``version`` as one in-process run of a build job.
+                        run_config: dict | None = None, in_process: bool = False) -> RunOutcome:
+    """Run the selected stages (and their checks) for ``version`` as one run of a build job.
 
     The run belongs to a job of the code location (``reindex``, ``build_<stage>``), so the UI
-    lists it under that job; ``dg.execute_job`` reconstructs the job from its module.
+    lists it under that job; see ``runs.run_job`` for when it is launched through the workspace
+    (re-executable from the UI) and when it runs in this process.
     """
     job_name, subset = job_for(stages)
     release_dead_builds(instance)
-    tags = {**(tags or {}), "dagster/partition": version, "infra_rag/inprocess": "1",
-            HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    tags = {**(tags or {}), "dagster/partition": version, CALLER_SERVES_TAG: "1"}
     run_config = dict(run_config or {})
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
-    return dg.execute_job(job, instance, run_config=run_config, tags=tags, raise_on_error=False,
-                          asset_selection=[dg.AssetKey(s) for s in subset] if subset else None)
+    return run_job(instance, job_name, run_config, tags, asset_subset=subset, in_process=in_process)
 
 
 def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, version: str = "",
-                   reason: str = "", tags: dict[str, str] | None = None) -> dg.JobExecutionResult:
-    """Run the ``release_version`` (action "release") or ``rollback`` job in-process.
+                   reason: str = "", tags: dict[str, str] | None = None) -> RunOutcome:
+    """Run the ``release_version`` (action "release") or ``rollback`` job.
 
     Either materializes ``serving_release``, which moves what serves only through
     ``rag.operate.releases.record`` / ``rag.operate.releases.rollback``.
@@ -125,61 +123,23 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     run_config = {"ops": {"serving_release": {"config": config}},
                   "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
                   "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
-    return dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
-                          tags={**(tags or {}), "infra_rag/inprocess": "1"})
+    return run_job(instance, job_name, run_config, {**(tags or {}), CALLER_SERVES_TAG: "1"})
 
 
 def submit_build(version: str, through: str, store: RagStore, settings: BuildSettings,
                  tags: dict[str, str]) -> str:
-    """Queue a run of ``build_<through>`` for ``version`` on the instance's run coordinator.
+    """Launch a run of ``build_<through>`` for ``version`` through the workspace and return at once.
 
-    Goes through ``dagster job launch`` against workspace.yaml, Dagster's public way to create a
-    run from a code location: the run carries its code location origin (so the UI can
-    re-execute it) and, with the QueuedRunCoordinator, waits in the queue for the daemon.
+    With a QueuedRunCoordinator the run waits in the queue for the daemon; with the embedded
+    DefaultRunCoordinator it starts now in a detached launcher, outliving this process.
     """
-    import json
-    import subprocess
-    import sys
-    import uuid
-
     from .defs.jobs import build_job_name
 
-    run_id = str(uuid.uuid4())
     config = {"resources": resource_run_config(store, settings, None)}
-    command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-               "-l", "infra_rag_assets", "-j", build_job_name(through), "--run-id", run_id,
-               "--tags", json.dumps({**tags, "dagster/partition": version}), "--config-json", json.dumps(config)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300, check=False)
-    if done.returncode != 0:
-        raise ValueError(f"dagster job launch failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    run_id, process = launch(build_job_name(through), config, {**tags, "dagster/partition": version}, detach=True)
+    with dg.DagsterInstance.get() as instance:
+        wait_until_created(instance, run_id, process)
     return run_id
-
-
-HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # which process runs an in-process build
-
-
-def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
-    """Fail this host's in-process build runs whose process is gone, and free their pool slots.
-
-    A build killed with SIGKILL (``kill -9``, the OOM killer) never ends its run: the run stays
-    STARTED and keeps its slot in the ``lancedb_writer``/``tantivy_writer`` pool, so every later
-    build would wait for that pool forever. The daemon's run monitoring frees such slots, but
-    in-process builds have no daemon. Runs are matched by host and pid tags, so a run of another
-    host sharing the instance is never touched; a reused pid only delays the cleanup.
-    """
-    host = socket.gethostname()
-    active = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-    released = []
-    for run in instance.get_runs(dg.RunsFilter(statuses=active, tags={HOST_TAG: host})):
-        pid = int(run.tags.get(PID_TAG) or 0)
-        if not pid or pid == os.getpid() or pid_alive(pid):
-            continue
-        instance.report_run_failed(run, message=f"build process {pid} on {host} died; pool slots freed")
-        if instance.event_log_storage.supports_global_concurrency_limits:
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        released.append(run.run_id)
-    return released
 
 
 COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse

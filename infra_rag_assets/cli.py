@@ -35,20 +35,27 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
               help="last stage: source_pages, documents, chunks, lexical_index, vectors, indexes, eval_run, release")
 @click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
-@click.option("--submit", is_flag=True, help="queue the run on the instance's run coordinator (a daemon runs it) "
-              "instead of running it in this process")
+@click.option("--submit", is_flag=True, help="launch the run and return at once (queued for the daemon when the "
+              "instance queues runs) instead of waiting for it")
+@click.option("--in-process", "in_process", is_flag=True, help="run in this process (faster start; the UI lists "
+              "the run but cannot re-execute it)")
 @click.pass_obj
 @friendly_errors
-def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool) -> None:
-    """Create a new index version and run a build job of the Definitions for it (in-process by default)."""
+def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool) -> None:
+    """Create a new index version and run a build job of the Definitions for it.
+
+    The run is launched through workspace.yaml (re-executable from the UI) and waited for, or
+    runs in this process with --in-process, with --from, or when the instance queues runs.
+    """
     import dagster as dg
 
     from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through
+    from .defs.reporting import ui_url
 
     store, settings = obj["store"], obj["settings"]
     stages = stages_through(through, start)
-    if submit and start:
-        raise UserError("--submit runs a whole build job; --from is for in-process builds")
+    if submit and (start or in_process):
+        raise UserError("--submit launches a whole build job; --from and --in-process run in this process")
     settings.sources()  # fail fast on a bad sources file before touching the instance
     ensure_dagster_home(store)
     version_given = bool(version)
@@ -70,39 +77,30 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
             from .builds import submit_build
 
             run_id = submit_build(version, through, store, settings, tags)
-            console.print(f"queued run {run_id} (job {instance.get_run_by_id(run_id).job_name}); "
-                          "the daemon launches it: `infra-rag ui` shows it")
+            queued = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.QUEUED
+            console.print(f"{'queued' if queued else 'launched'} run {run_id} "
+                          f"(job {instance.get_run_by_id(run_id).job_name}): {ui_url()}/runs/{run_id}"
+                          + (" — the daemon launches it (`infra-rag ui` runs one)" if queued else ""))
             out.print(version)
             return
         watcher = _StageWatcher(instance, build_id, stages)
         watcher.start()
         try:
-            result = materialize_version(version, stages, instance, store, settings, tags=tags)
+            result = materialize_version(version, stages, instance, store, settings, tags=tags, in_process=in_process)
         finally:
             watcher.stop()
-        failures = _failures(result)
+        failures = result.failure()
         if not failures and result.asset_materializations_for_node("release"):
             from .builds import change_serving
 
             served = change_serving(instance, store, "release", version, tags={"infra_rag/origin": "cli"})
-            failures = "" if served.success else f"serving_release: {_failures(served)}"
-    from .defs.documents import check_warnings
-
-    for line in check_warnings(result):  # WARN checks fail no build, but must not pass unseen
+            failures = served.failure() and f"serving_release: {served.failure()}"
+        console.print(f"run {result.run_id[:8]}: {ui_url()}/runs/{result.run_id}", highlight=False, soft_wrap=True)
+    for line in result.check_warnings():
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
     if failures:
         raise UserError(f"build of {version} failed: {failures}")
     out.print(version)
-
-
-def _failures(result) -> str:
-    failed = [e for e in result.all_events if e.is_step_failure]
-    if result.success and not failed:
-        return ""
-    if failed:
-        err = failed[0].step_failure_data.error
-        return f"{failed[0].step_key}: {err.message.strip().splitlines()[-1] if err else 'failed'}"
-    return "run did not succeed (see the Dagster UI run log)"
 
 
 class _StageWatcher:

@@ -37,9 +37,7 @@ def release_cmd(obj, version) -> None:
             result = change_serving(instance, obj["store"], "release", version,
                                     tags={"infra_rag/origin": "cli-release"})
     if not result.success:
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        message = failure.step_failure_data.error.message.strip().splitlines()[0] if failure else "failed"
-        raise UserError(f"release of {version} refused: {message}")
+        raise UserError(f"release of {version} refused: {result.failure()}")
     out.print(f"released {version}")
 
 
@@ -56,9 +54,7 @@ def rollback(obj, reason) -> None:
     with _instance(obj) as instance:
         result = change_serving(instance, obj["store"], "rollback", reason=reason, tags={"infra_rag/origin": "cli"})
     if not result.success:
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        raise UserError(f"rollback failed: {failure.step_failure_data.error.message.strip().splitlines()[0]}"
-                        if failure else "rollback failed")
+        raise UserError(f"rollback failed: {result.failure()}")
     event = releases.history(obj["store"].warehouse())[-1]
     out.print(f"rolled back: {event.previous_version} → {event.index_version}")
 
@@ -151,6 +147,7 @@ def ui(obj, port, host) -> None:
     os.environ["DAGSTER_HOME"] = str(dagster_home)  # absolute: dagster dev runs from the project root
     os.environ["INFRA_RAG_HOME"] = str(obj["store"].root.resolve())
     os.environ["INFRA_RAG_SOURCES"] = str(Path(obj["settings"].sources_file).resolve())
+    os.environ.setdefault("INFRA_RAG_DAGSTER_URL", f"http://{host}:{port}")  # run links in metadata point here
     console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, "
                   f"INFRA_RAG_HOME={os.environ['INFRA_RAG_HOME']}")
     command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),

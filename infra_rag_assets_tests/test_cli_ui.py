@@ -1,10 +1,11 @@
 """`infra-rag ui` opens the Dagster UI on the same instance and data home the CLI builds into.
 
-DAGSTER_HOME is unset: the CLI puts the instance under $INFRA_RAG_HOME/dagster. An in-process
-`infra-rag build` and a queued `infra-rag build --submit` are then visible to the webserver
-that `infra-rag ui` starts (its GraphQL API on loopback): both under their build job; the
-queued one is launched by the daemon `dagster dev` runs, and re-executes from the UI (the
-`launchPipelineReexecution` mutation behind the Re-execute button).
+DAGSTER_HOME is unset: the CLI puts the instance under $INFRA_RAG_HOME/dagster. A waited-for
+`infra-rag build` and a background `infra-rag build --submit` (both launched through
+workspace.yaml) are then visible to the webserver that `infra-rag ui` starts (its GraphQL API
+on loopback), each under its build job with its code location, and the CLI's build
+re-executes from the UI (the `launchPipelineReexecution` mutation behind the Re-execute
+button) to a successful run. An `--in-process` build is listed but has no code location.
 """
 
 from __future__ import annotations
@@ -54,51 +55,65 @@ def cli_env(tmp_path):
     return env
 
 
-def test_cli_build_is_visible_in_the_ui_it_opens(cli_env, tmp_path):
-    build = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", "--through", "documents"],
-                           env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
-    assert build.returncode == 0, build.stderr[-2000:]
-    version = build.stdout.strip().splitlines()[-1]
-    submit = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", "--through", "source_pages",
-                             "--submit"], env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
-                            check=False)
-    assert submit.returncode == 0, submit.stderr[-2000:]
-    queued_version = submit.stdout.strip().splitlines()[-1]
+def _cli_build(cli_env: dict, cwd: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", *args], env=cli_env, cwd=cwd,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _runs_when_ended(port: int, versions: list[str], ui: subprocess.Popen, deadline: float) -> list[dict]:
+    runs = None
+    while time.monotonic() < deadline:
+        assert ui.poll() is None, ui.stdout.read()[-3000:]
+        try:
+            runs = _graphql(port, RUNS_QUERY)["runsOrError"]["results"]
+        except OSError:
+            time.sleep(1)
+            continue
+        if all(_by_partition(runs, v)["status"] in ("SUCCESS", "FAILURE") for v in versions):
+            return runs
+        time.sleep(2)
+    pytest.fail(f"runs of {versions} did not end in time: {runs}")
+
+
+def test_cli_build_is_visible_in_the_ui_it_opens_and_re_executes(cli_env, tmp_path):
+    version = _cli_build(cli_env, tmp_path, "--through", "documents")
+    in_process = _cli_build(cli_env, tmp_path, "--through", "source_pages", "--in-process")
+    submitted = _cli_build(cli_env, tmp_path, "--through", "source_pages", "--submit")
 
     port = _free_port()
     ui = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "ui", "--port", str(port)], env=cli_env,
                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           start_new_session=True)
     try:
-        deadline, runs = time.monotonic() + 180, None
-        while time.monotonic() < deadline and runs is None:
-            assert ui.poll() is None, ui.stdout.read()[-3000:]
-            try:
-                runs = _graphql(port, RUNS_QUERY)["runsOrError"]["results"]
-            except OSError:
-                time.sleep(1)
-        assert runs is not None, "the webserver did not answer in 180 s"
-        queued = _by_partition(runs, queued_version)
-        while time.monotonic() < deadline and _by_partition(runs, queued_version)["status"] != "SUCCESS":
-            time.sleep(2)
-            runs = _graphql(port, RUNS_QUERY)["runsOrError"]["results"]
-        queued = _by_partition(runs, queued_version)
-        assert (queued["jobName"], queued["status"]) == ("build_source_pages", "SUCCESS"), queued
-        assert queued["repositoryOrigin"]["repositoryLocationName"] == "infra_rag_assets"
-        launched = _graphql(port, REEXECUTE % queued["runId"])["launchPipelineReexecution"]
+        deadline = time.monotonic() + 240
+        runs = _runs_when_ended(port, [version, in_process, submitted], ui, deadline)
+        built = _by_partition(runs, version)
+        assert (built["jobName"], built["status"]) == ("build_documents", "SUCCESS"), built
+        assert {"key": "infra_rag/origin", "value": "cli"} in built["tags"]
+        assert built["repositoryOrigin"]["repositoryLocationName"] == "infra_rag_assets"
+        background = _by_partition(runs, submitted)
+        assert (background["jobName"], background["status"]) == ("build_source_pages", "SUCCESS"), background
+        assert background["repositoryOrigin"]["repositoryLocationName"] == "infra_rag_assets"
+        # Dagster re-executes only runs created from a workspace; an in-process run has no origin.
+        assert _by_partition(runs, in_process)["repositoryOrigin"] is None
+
+        launched = _graphql(port, REEXECUTE % built["runId"])["launchPipelineReexecution"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
+        while time.monotonic() < deadline:
+            runs = _graphql(port, RUNS_QUERY)["runsOrError"]["results"]
+            children = [r for r in runs if {"key": "dagster/parent_run_id", "value": built["runId"]} in r["tags"]]
+            if children and children[0]["status"] in ("SUCCESS", "FAILURE"):
+                break
+            time.sleep(2)
+        assert children and children[0]["status"] == "SUCCESS", children
     finally:
         os.killpg(ui.pid, signal.SIGTERM)
         try:
             ui.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(ui.pid, signal.SIGKILL)
-    run = _by_partition(runs, version)
-    assert (run["jobName"], run["status"]) == ("build_documents", "SUCCESS")
-    assert {"key": "infra_rag/origin", "value": "cli"} in run["tags"]
-    # Dagster re-executes only runs created from a workspace (they record the code location);
-    # an in-process run has none, so the UI cannot re-execute it (README: use --submit).
-    assert run["repositoryOrigin"] is None
 
 
 def _by_partition(runs: list[dict], version: str) -> dict:

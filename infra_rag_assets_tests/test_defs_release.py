@@ -159,7 +159,7 @@ def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
 
 def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     """serve_approved_builds: a reindex run (not in-process) that approved its version → release_version."""
-    from infra_rag_assets.defs.automation import serve_approved_builds
+    from infra_rag_assets.defs.automation import CALLER_SERVES_TAG, serve_approved_builds
 
     instance, store, settings, version, bench = env
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
@@ -177,7 +177,7 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
         return serve_approved_builds(context)
 
     assert isinstance(evaluate(run.tags), dg.SkipReason)  # in-process builds serve themselves
-    request = evaluate({k: v for k, v in run.tags.items() if k != "infra_rag/inprocess"})
+    request = evaluate({k: v for k, v in run.tags.items() if k != CALLER_SERVES_TAG})
     assert isinstance(request, dg.RunRequest)
     assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
 

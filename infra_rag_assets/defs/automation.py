@@ -9,6 +9,9 @@ from .partitions import index_version
 from .release import release_version_job
 from .resources import BuildSettings, RagStore
 
+# Set on runs whose caller (the CLI) serves the version itself once the run ends; the sensor skips them.
+CALLER_SERVES_TAG = "infra_rag/caller_serves"
+
 
 @dg.sensor(
     job_name="reindex",  # defined in defs/jobs.py from the asset graph
@@ -51,12 +54,12 @@ def _changed_sources(previous: str | None, snapshots: list[dict], warehouse) -> 
     request_job=release_version_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After a daemon-run reindex (the sensor's, or `infra-rag build --submit`) approved its version, "
-    "serve it: requests release_version for that version. In-process CLI builds do this themselves.",
+    "serve it: requests release_version for that version. CLI builds that wait for their run do this themselves.",
 )
 def serve_approved_builds(context: dg.RunStatusSensorContext):
     run = context.dagster_run
     version = run.tags.get("dagster/partition")
-    if run.job_name != "reindex" or not version or run.tags.get("infra_rag/inprocess"):
+    if run.job_name != "reindex" or not version or run.tags.get(CALLER_SERVES_TAG):
         return dg.SkipReason(f"run {run.run_id[:8]}: not a daemon-run index-version build")
     approved = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("release"), asset_partitions=[version]), limit=1).records

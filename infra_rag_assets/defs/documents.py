@@ -119,15 +119,3 @@ def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: RagSto
         metadata={"worst_failure_rate": worst, "by_project": md_table(rates),
                   "summary": f"pages failing to parse over {FAILURE_RATE_WARN:.0%}: {summary}" if summary else "ok"},
     )
-
-
-def check_warnings(result) -> list[str]:
-    """One line per failed WARN check of a run (what the UI shows in yellow), for the CLI."""
-    lines = []
-    for evaluation in result.get_asset_check_evaluations():
-        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.WARN:
-            continue
-        summary = evaluation.metadata.get("summary")
-        detail = getattr(summary, "value", summary) or "failed"
-        lines.append(f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()}: {detail}")
-    return lines

@@ -10,7 +10,6 @@ from datetime import UTC
 
 import dagster as dg
 import polars as pl
-import torch
 
 from ..rag.evaluate import gates as gate_lib
 from ..rag.evaluate.benchmarks import load_benchmark
@@ -73,6 +72,8 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
+    import torch  # here, not at import: every code server and run worker loads this module
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
     try:
@@ -95,6 +96,8 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
             "by_category": md_table(_slice_table(metrics, "category"), 30),
             "by_page_kind": md_table(_slice_table(metrics, "page_kind"), 30),
             "upstream_materializations": lineage_table(lineage),
+            **({"upstream_newest_at": dg.MetadataValue.timestamp(max(r["epoch"] for r in lineage))}
+               if any(r["epoch"] for r in lineage) else {}),
             "retrieval_configs": dg.MetadataValue.json(_regime_hashes(results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
@@ -180,7 +183,8 @@ def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM
         event = records[0] if records else None
         rows.append({"asset": asset, "run_id": event.run_id if event else "",
                      "data_version": (event.asset_materialization.tags or {}).get("dagster/data_version", "")
-                     if event else "", "at": _utc_text(event.timestamp) if event else ""})
+                     if event else "", "at": _utc_text(event.timestamp) if event else "",
+                     "epoch": event.timestamp if event else 0.0})
     return rows
 
 

@@ -57,10 +57,12 @@ def run_link(run_id: str) -> dg.MetadataValue:
 
 
 def rounded(value, digits: int = 4):
-    """Numbers rounded for display; everything else unchanged."""
-    return round(value, digits) if isinstance(value, float) else value
+    """Numbers rounded for display (one decimal from 10 up); everything else unchanged."""
+    return round(value, digits if abs(value) < 10 else 1) if isinstance(value, float) else value
 
 
 def floats(values: dict[str, float | None], digits: int = 4) -> dict[str, dg.MetadataValue]:
-    """Headline numbers as float metadata (the UI plots these across materializations)."""
-    return {k: dg.MetadataValue.float(round(float(v), digits)) for k, v in values.items() if v is not None}
+    """Headline numbers as float metadata (the UI plots these across materializations): scores
+    keep ``digits`` decimals, magnitudes such as latencies in ms keep one."""
+    return {k: dg.MetadataValue.float(round(float(v), digits if abs(v) < 10 else 1))
+            for k, v in values.items() if v is not None}

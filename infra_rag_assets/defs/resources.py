@@ -7,6 +7,7 @@ Everything an asset touches on disk hangs off one data home (``INFRA_RAG_HOME``,
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +21,7 @@ from ..rag.operate.home import DataHome, default_home
 from ..rag.operate.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
 
 
 def default_sources_file() -> str:
@@ -39,6 +41,16 @@ class RagStore(dg.ConfigurableResource):
 
     def data_home(self) -> DataHome:
         return DataHome.at(self.home, self.lancedb_uri)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Tag the run with the host and pid of the process that writes the stores, so a run
+        whose worker was killed (``kill -9``, the OOM killer) is recognised later (runs.py)."""
+        instance, run = context.instance, context.run
+        if instance is None or run is None or instance.is_ephemeral:
+            return
+        here = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+        if any(run.tags.get(k) != v for k, v in here.items()):
+            instance.add_run_tags(run.run_id, here)
 
     @property
     def root(self) -> Path:

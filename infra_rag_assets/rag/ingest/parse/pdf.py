@@ -14,8 +14,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from itertools import dropwhile, takewhile
+from typing import TYPE_CHECKING
 
-import pymupdf
+if TYPE_CHECKING:
+    import pymupdf
 
 from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
@@ -34,7 +36,14 @@ PARSER_VERSION = "1"
 PAGE_KIND = "whitepaper"
 
 # Ligatures expanded and images skipped: only searchable text matters here.
-_TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupdf.TEXT_PRESERVE_IMAGES
+
+
+def _pymupdf():
+    """MuPDF, imported on first use: loading it costs ~1.4 s, paid by every process that imports
+    the Definitions (code servers, run workers) although only PDF parsing needs it."""
+    import pymupdf
+
+    return pymupdf
 _BAND = 0.12  # top/bottom fraction of a page where running headers/footers live
 _HEADING_RATIO = 1.15  # text this much larger than the body size is a heading candidate
 _MAX_LEVEL = 6
@@ -71,7 +80,7 @@ def parse_pdf(raw: bytes, *, path: str = "", max_bytes: int = 50_000_000) -> Par
         return never_raise(lambda: _parse(raw, path, max_bytes),
                            lambda reason: _failed(STATUS_ERROR, reason, path), "parse failed", limit=None)
     finally:
-        pymupdf.TOOLS.reset_mupdf_warnings()  # MuPDF keeps warnings globally; don't let them pile up
+        _pymupdf().TOOLS.reset_mupdf_warnings()  # MuPDF keeps warnings globally; don't let them pile up
 
 
 def _failed(status: str, reason: str, path: str) -> ParsedDocument:
@@ -93,7 +102,7 @@ def _parse(raw: bytes, path: str, max_bytes: int) -> ParsedDocument:
     if b"%PDF" not in raw[:1024]:  # cheap check so junk never reaches MuPDF's repair logic
         return _failed(STATUS_ERROR, "not a PDF (no %PDF header)", path)
     try:
-        doc = pymupdf.open(stream=raw, filetype="pdf")
+        doc = _pymupdf().open(stream=raw, filetype="pdf")
     except Exception as exc:  # noqa: BLE001
         return _failed(STATUS_ERROR, f"corrupt PDF ({type(exc).__name__}: {exc})", path)
     with doc:
@@ -127,6 +136,8 @@ def _parse_document(doc: pymupdf.Document, path: str) -> ParsedDocument:
 
 def _extract(doc: pymupdf.Document) -> tuple[list[_Row], dict[int, float], list[int]]:
     """Rows of every readable page; a page that fails to load is listed, not fatal."""
+    mupdf = _pymupdf()
+    flags = mupdf.TEXTFLAGS_DICT & ~mupdf.TEXT_PRESERVE_LIGATURES & ~mupdf.TEXT_PRESERVE_IMAGES
     rows: list[_Row] = []
     heights: dict[int, float] = {}
     bad: list[int] = []
@@ -134,7 +145,7 @@ def _extract(doc: pymupdf.Document) -> tuple[list[_Row], dict[int, float], list[
         try:
             page = doc.load_page(index)
             height = page.rect.height or 1.0
-            blocks = page.get_text("dict", flags=_TEXT_FLAGS).get("blocks", [])
+            blocks = page.get_text("dict", flags=flags).get("blocks", [])
         except Exception:  # noqa: BLE001 - salvage the other pages
             bad.append(index + 1)
             continue
