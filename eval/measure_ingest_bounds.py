@@ -29,10 +29,10 @@ def main() -> None:
     parser.add_argument("--json", default="")
     args = parser.parse_args()
 
-    from infra_rag_assets.rag.index.chunking import HFTokenCounter
     from infra_rag_assets.rag.index.config import ChunkSettings
     from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
     from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
+    from infra_rag_assets.rag.index.tokens import HFTokenCounter
     from infra_rag_assets.rag.ingest.blobs import BlobStore
     from infra_rag_assets.rag.ingest.pipeline import list_pages, parse_documents, snapshot_pages
     from infra_rag_assets.rag.ingest.sources import load_sources

@@ -20,11 +20,11 @@ import numpy as np
 
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
-from infra_rag_assets.rag.index.chunking import HFTokenCounter
 from infra_rag_assets.rag.index.config import ChunkSettings
 from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
 from infra_rag_assets.rag.index.lexical_store import LexicalDoc, LexicalSearcher, build_index
+from infra_rag_assets.rag.index.tokens import HFTokenCounter
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import resolve_version
 

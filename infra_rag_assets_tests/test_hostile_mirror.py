@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
-from infra_rag_assets.rag.index.chunking import HFTokenCounter
 from infra_rag_assets.rag.index.config import MAX_CHUNK_CHARS, ChunkSettings
 from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
+from infra_rag_assets.rag.index.tokens import HFTokenCounter
 from infra_rag_assets.rag.ingest.blobs import BlobStore
 from infra_rag_assets.rag.ingest.parse.budget import ParseWorker
 from infra_rag_assets.rag.ingest.parse.markdown import parse_markdown

@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from infra_rag_assets.rag.index.chunking import (
     ChunkerConfig,
     ChunkSpan,
-    HFTokenCounter,
     chunk_document,
     chunk_id,
     context_line,
 )
 from infra_rag_assets.rag.index.corpus_chunks import embed_input
 from infra_rag_assets.rag.index.embedding import text_hash
+from infra_rag_assets.rag.index.tokens import HFTokenCounter
 from infra_rag_assets.rag.ingest.models import PageSpan, Section
 
 CORPUS = Path(os.environ.get("INFRA_RAG_CORPUS", "/work/shared/corpus")) / "kubernetes" / "concepts"

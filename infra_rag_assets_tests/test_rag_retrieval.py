@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from infra_rag_assets.defs.resources import EmbedderResource, RagStore
-from infra_rag_assets.rag.index.chunking import HFTokenCounter
 from infra_rag_assets.rag.index.embedding import Embedder, ModelMismatch, resolve_model_path
+from infra_rag_assets.rag.index.tokens import HFTokenCounter
 from infra_rag_assets.rag.search.packing import pack_passages, passage_header
 from infra_rag_assets.rag.search.retrieval import (
     NAMED_CONFIGS,

@@ -24,8 +24,8 @@ TOKEN_BINS = [32, 64, 128, 192, 256]
     "embedding and indexing only.",
 )
 def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.index.chunking import HFTokenCounter
     from ..rag.index.embedding import resolve_model_path
+    from ..rag.index.tokens import HFTokenCounter
 
     version = context.partition_key
     warehouse = store.warehouse()
@@ -74,11 +74,7 @@ def token_histogram(frame: pl.DataFrame) -> pl.DataFrame:
 @dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
                 description="Every chunk is the exact slice document.text[start:end] (ERROR, blocking).")
 def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    bad = store.warehouse().frame(
-        "SELECT c.chunk_id, c.doc_id, c.start_char, c.end_char FROM chunks c JOIN documents d "
-        "ON d.index_version = c.index_version AND d.doc_id = c.doc_id WHERE c.index_version = ? "
-        "AND substr(d.text, c.start_char + 1, c.end_char - c.start_char) IS DISTINCT FROM c.text",
-        [context.partition_key])
+    bad = store.warehouse().chunks_not_slices(context.partition_key)
     total = store.warehouse().chunk_count(context.partition_key)
     return dg.AssetCheckResult(passed=bad.is_empty() and total > 0,
                                metadata={"chunks_checked": total, "violations": len(bad),
@@ -90,10 +86,8 @@ def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagSt
 def chunks_within_size(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     warehouse = store.warehouse()
     config = BuildConfig.from_dict(warehouse.version_config(context.partition_key) or {})
-    bad = warehouse.frame(
-        "SELECT chunk_id, doc_id, token_count, length(text) AS chars FROM chunks WHERE index_version = ? "
-        "AND (trim(text) = '' OR token_count > ? OR length(text) > ?)",
-        [context.partition_key, config.chunking.max_tokens, config.chunking.max_chars])
+    bad = warehouse.chunks_out_of_bounds(context.partition_key, config.chunking.max_tokens,
+                                         config.chunking.max_chars)
     return dg.AssetCheckResult(passed=bad.is_empty(), metadata={
         "max_tokens": config.chunking.max_tokens, "max_chars": config.chunking.max_chars,
         "violations": len(bad), "examples": md_table(bad, 10)})

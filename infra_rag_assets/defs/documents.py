@@ -28,7 +28,7 @@ FAILURE_RATE_WARN = 0.10  # share of a project's pages that may fail to parse be
 def documents(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     version = context.partition_key
     warehouse = store.warehouse()
-    pages = warehouse.frame("SELECT * FROM source_pages WHERE index_version = ? ORDER BY source, rel_path", [version])
+    pages = warehouse.source_pages_of(version)
     if pages.is_empty():
         raise dg.Failure(f"no source_pages rows for {version}: materialize source_pages first")
     reusable = _reusable_parses(warehouse, version, pages)
@@ -56,12 +56,7 @@ def _reusable_parses(warehouse, version: str, pages: pl.DataFrame) -> dict[tuple
     hashes = [h for h in pages["bytes_hash"].unique().to_list() if h]
     if not hashes:
         return {}
-    prior = warehouse.frame(
-        "SELECT * EXCLUDE (index_version) FROM documents WHERE index_version <> ? "
-        "AND source_hash IN (SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER "
-        "(PARTITION BY source_hash, parser, parser_version, pipeline_version ORDER BY doc_id) = 1",
-        [version, hashes],
-    )
+    prior = warehouse.parses_of_bytes(hashes, exclude_version=version)
     kinds = dict(zip(pages["bytes_hash"], pages["kind"]))
     found = {}
     for row in prior.to_dicts():
@@ -87,9 +82,9 @@ def document_from_row(row: dict) -> ParsedDocument:
                 "slices its heading text (ERROR, blocking).")
 def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     version = context.partition_key
-    rows = store.warehouse().frame(
-        "SELECT doc_id, text, title, status, reason, description, page_kind, sections_json, page_spans_json, "
-        "parser, parser_version FROM documents WHERE index_version = ?", [version])
+    rows = store.warehouse().documents_of(version, ("doc_id", "text", "title", "status", "reason", "description",
+                                                    "page_kind", "sections_json", "page_spans_json", "parser",
+                                                    "parser_version"))
     bad = []
     for row in rows.to_dicts():
         problems = check_spans(document_from_row(row))
@@ -107,10 +102,8 @@ def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: Rag
                 f"(error/too_large) stays under {FAILURE_RATE_WARN:.0%} (WARN).")
 def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     version = context.partition_key
-    rates = store.warehouse().frame(
-        "SELECT project, count(*) AS pages, count(*) FILTER (WHERE status IN ('error', 'too_large')) AS failed "
-        "FROM documents WHERE index_version = ? GROUP BY project ORDER BY project", [version]
-    ).with_columns((pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
+    rates = store.warehouse().parse_failures_by_project(version).with_columns(
+        (pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
     worst = float(rates["failure_rate"].max() or 0.0) if not rates.is_empty() else 0.0
     over = rates.filter(pl.col("failure_rate") > FAILURE_RATE_WARN)
     summary = ", ".join(f"{r['project']} {r['failed']}/{r['pages']} ({r['failure_rate']:.0%})" for r in over.to_dicts())

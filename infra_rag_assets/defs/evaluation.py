@@ -205,10 +205,8 @@ def lineage_table(lineage: list[dict]) -> dg.MarkdownMetadataValue:
 
 def metric_table_for(warehouse, version: str) -> dict:
     """``{(regime, slice, metric): value}`` of the version's eval_run, as gates read it."""
-    frame = warehouse.frame("SELECT benchmark, regime, slice, slice_value, metric, value FROM eval_metrics "
-                            "WHERE index_version = ?", [version])
     table = {}
-    for b, regime, s, v, metric, value in frame.iter_rows():
+    for b, regime, s, v, metric, value in warehouse.eval_metric_rows(version):
         slice_name = "overall" if s == "overall" else f"{s}={v}"
         table[(regime, gate_lib.slice_key(b, slice_name), metric)] = value
     return table

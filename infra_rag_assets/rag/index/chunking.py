@@ -29,10 +29,10 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
 
 from ..ingest.models import PageSpan, Section
 from .config import ChunkSettings
+from .tokens import TokenCounter, hard_cut, trim
 
 CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
 
@@ -41,45 +41,6 @@ _WORD, _SENTENCE, _LINE, _PARAGRAPH = 1, 2, 3, 4
 _WS_RE = re.compile(r"\s+")
 _SENTENCE_END = frozenset(".!?")
 _CLOSERS = frozenset("\"')]»”’*_`")
-
-
-class TokenCounter(Protocol):
-    """Counts the embedding model's tokens; special tokens ([CLS], [SEP]) are never included."""
-
-    def count(self, text: str) -> int: ...
-
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        """``[start, end)`` character offsets into ``text`` of each token."""
-        ...
-
-
-class HFTokenCounter:
-    """:class:`TokenCounter` over a HuggingFace *fast* tokenizer (or a ``tokenizers.Tokenizer``).
-
-    Uses a private copy of the Rust tokenizer with truncation and padding switched off: the
-    MiniLM ``tokenizer.json`` ships with both set to 128, which would silently cap counts.
-    """
-
-    def __init__(self, tokenizer: Any) -> None:
-        from tokenizers import Tokenizer
-
-        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-        self._tok = Tokenizer.from_str(backend.to_str())
-        self._tok.no_truncation()
-        self._tok.no_padding()
-
-    @classmethod
-    def from_model_path(cls, path: Any) -> HFTokenCounter:
-        """Load only the tokenizer files of a model directory; no weights are read."""
-        from transformers import AutoTokenizer
-
-        return cls(AutoTokenizer.from_pretrained(str(path)))
-
-    def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
-
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        return list(self._tok.encode(text, add_special_tokens=False).offsets)
 
 
 @dataclass(frozen=True)
@@ -138,7 +99,7 @@ def chunk_document(
     pages = _PageIndex(page_spans)
     chunks: list[ChunkSpan] = []
     for start, end, section in _leaf_units(text, sections):
-        start, end = _trim(text, start, end)
+        start, end = trim(text, start, end)
         if start == end:
             continue
         for s, e, n in _bound_chars(text, _split_unit(text, start, end, counter, config), counter, config):
@@ -178,10 +139,10 @@ def _bound_chars(
                 while k > pos and not text[k].isspace():
                     k -= 1
                 cut = k if k > pos else cut
-            a, b = _trim(text, pos, cut)
+            a, b = trim(text, pos, cut)
             if a < b:
                 m = counter.count(text[a:b])
-                out.extend([(a, b, m)] if m <= config.max_tokens else _hard_cut(text, a, b, counter, config.max_tokens))
+                out.extend([(a, b, m)] if m <= config.max_tokens else hard_cut(text, a, b, counter, config.max_tokens))
             pos = cut
     return out
 
@@ -200,15 +161,6 @@ def chunk_id(doc_id: str, start: int, end: int, text_hash: str) -> str:
 
 def _one_line(s: str) -> str:
     return " ".join(s.split())
-
-
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    """Shrink ``[start, end)`` past leading/trailing whitespace (``str.isspace`` semantics)."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 def _leaf_units(text: str, sections: Sequence[Section]) -> list[tuple[int, int, Section | None]]:
@@ -260,7 +212,7 @@ def _split_unit(
         if n <= config.max_tokens:
             out.append((s, e, n))
         else:
-            out.extend(_hard_cut(text, s, e, counter, config.max_tokens))
+            out.extend(hard_cut(text, s, e, counter, config.max_tokens))
     return out
 
 
@@ -306,7 +258,7 @@ class _Planner:
         if self.tokens(start, end) <= limit:
             return [(start, end)]
         if level < _WORD:
-            return [(s, e) for s, e, _ in _hard_cut(self.text, start, end, self.counter, limit)]
+            return [(s, e) for s, e, _ in hard_cut(self.text, start, end, self.counter, limit)]
         out: list[tuple[int, int]] = []
         cur: tuple[int, int] | None = None
         for s, e in self.pieces(start, end, level):
@@ -330,33 +282,6 @@ class _Planner:
             else:
                 out.append((s, e))
         return out
-
-
-def _hard_cut(
-    text: str, start: int, end: int, counter: TokenCounter, limit: int
-) -> list[tuple[int, int, int]]:
-    """Cut ``[start, end)`` between tokens into verified pieces of at most ``limit`` tokens.
-
-    A piece re-tokenized on its own may count differently than in context (a trailing
-    ``##suffix`` word piece becomes a fresh word), so each candidate is re-counted and
-    shortened one token boundary at a time until it fits. Only a single token boundary step
-    that alone exceeds ``limit`` (impossible for WordPiece with limit >= 1) is emitted as is.
-    """
-    cuts = sorted({start + a for a, _ in counter.offsets(text[start:end]) if a > 0} | {end})
-    out: list[tuple[int, int, int]] = []
-    pos, j = start, 0
-    while pos < end:
-        g = min(j + limit - 1, len(cuts) - 1)
-        while True:
-            s, e = _trim(text, pos, cuts[g])
-            n = counter.count(text[s:e]) if s < e else 0
-            if n <= limit or g == j:
-                break
-            g -= 1
-        if s < e:
-            out.append((s, e, n))
-        pos, j = cuts[g], g + 1
-    return out
 
 
 class _PageIndex:

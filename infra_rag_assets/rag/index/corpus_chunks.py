@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable
 import polars as pl
 
 from ..ingest.models import STATUS_OK, PageSpan, Section
-from .chunking import ChunkerConfig, TokenCounter, chunk_document, chunk_id, context_line, is_truncated
+from .chunking import ChunkerConfig, chunk_document, chunk_id, context_line, is_truncated
 from .config import ChunkSettings
 from .embedding import text_hash
+from .tokens import TokenCounter
 
 SECTION_SEP = " › "
 CHUNK_SCHEMA = {

@@ -4,20 +4,22 @@ DuckDB allows one writing process per file, so connections are short-lived (open
 one transaction, close) and opening retries while another process holds the lock. Every
 table carries ``index_version``; writing a partition deletes its rows and inserts the new
 ones in one transaction, so a re-materialization replaces rather than duplicates.
-Reads that more than one module needs are named methods here, so their SQL is written once.
+Reads are named methods (``warehouse_reads.WarehouseReads``), so callers write no SQL.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
+
+from .warehouse_reads import WarehouseReads
 
 SCHEMA: dict[str, str] = {
     "index_versions": """
@@ -72,7 +74,7 @@ class WarehouseBusy(RuntimeError):
     """Another process held the DuckDB write lock for longer than the wait budget."""
 
 
-class Warehouse:
+class Warehouse(WarehouseReads):
     """The one place that opens the DuckDB file."""
 
     def __init__(self, path: Path | str, lock_wait_s: float = 60.0):
@@ -202,107 +204,3 @@ class Warehouse:
                                 [target_version]).fetchall()[0][0]
             con.execute("COMMIT")
         return count
-
-    # --- named reads ----------------------------------------------------------------------
-    def chunks_of(self, version: str, columns: Sequence[str] = ("*",),
-                  order_by: Sequence[str] = ("chunk_id",)) -> pl.DataFrame:
-        """``version``'s chunk rows (stable order: chunk id unless ``order_by`` says otherwise)."""
-        return self._of("chunks", version, columns, order_by)
-
-    def documents_of(self, version: str, columns: Sequence[str] = ("*",),
-                     order_by: Sequence[str] = ()) -> pl.DataFrame:
-        """``version``'s page records (every status)."""
-        return self._of("documents", version, columns, order_by)
-
-    def _of(self, table: str, version: str, columns: Sequence[str], order_by: Sequence[str]) -> pl.DataFrame:
-        order = f" ORDER BY {', '.join(order_by)}" if order_by else ""
-        return self.frame(f"SELECT {', '.join(columns)} FROM {table} WHERE index_version = ?{order}", [version])
-
-    def row_count(self, table: str, version: str) -> int:
-        return self.rows(f"SELECT count(*) FROM {table} WHERE index_version = ?", [version])[0][0]
-
-    def chunk_count(self, version: str, doc_ids: Sequence[str] | None = None) -> int:
-        """Chunks of ``version`` (only those of ``doc_ids`` when given)."""
-        if doc_ids is None:
-            return self.row_count("chunks", version)
-        return self.rows("SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id IN "
-                         "(SELECT unnest(?::VARCHAR[]))", [version, list(doc_ids)])[0][0]
-
-    def page_count(self, version: str) -> int:
-        """Pages with at least one chunk (what the page-level lexical index holds)."""
-        return self.rows("SELECT count(DISTINCT doc_id) FROM chunks WHERE index_version = ?", [version])[0][0]
-
-    def doc_ids(self, version: str) -> set[str]:
-        """Doc ids of ``version``'s page records, chunked or not (eval coverage counts these)."""
-        return {d for (d,) in self.rows("SELECT doc_id FROM documents WHERE index_version = ?", [version])}
-
-    def versions_with_chunks(self) -> list[str]:
-        return [v for (v,) in self.rows("SELECT DISTINCT index_version FROM chunks ORDER BY 1")]
-
-    def newest_version_with(self, table: str, exclude: str = "") -> str | None:
-        """The newest version (by creation time) with rows in ``table``; others are half built."""
-        found = self.rows(
-            f"SELECT v.index_version FROM index_versions v WHERE v.index_version <> ? AND EXISTS "
-            f"(SELECT 1 FROM {table} t WHERE t.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1",
-            [exclude])
-        return found[0][0] if found else None
-
-    def has_rows(self, table: str, version: str) -> bool:
-        """Whether ``table`` holds any row of ``version`` (e.g. eval_metrics: was it evaluated?)."""
-        return bool(self.rows(f"SELECT 1 FROM {table} WHERE index_version = ? LIMIT 1", [version]))
-
-    def version_names(self) -> set[str]:
-        return {v for (v,) in self.rows("SELECT index_version FROM index_versions")}
-
-    def newest_version(self) -> tuple[str, str] | None:
-        """(name, sources fingerprint) of the most recently registered version, built or not."""
-        found = self.rows("SELECT index_version, sources_fingerprint FROM index_versions "
-                          "ORDER BY created_at DESC LIMIT 1")
-        return (found[0][0], found[0][1]) if found else None
-
-    def trace_counts(self) -> pl.DataFrame:
-        """Loaded traces by origin and outcome (the served_traces asset's summary)."""
-        return self.frame("SELECT origin, outcome, count(*) AS traces FROM traces "
-                          "GROUP BY ALL ORDER BY origin, outcome")
-
-    def has_question(self, question_id: str) -> bool:
-        return bool(self.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [question_id]))
-
-    def version_info(self, version: str) -> dict | None:
-        """``version``'s registration (created_at, created_by, config_hash, sources_fingerprint)."""
-        names = ("created_at", "created_by", "config_hash", "sources_fingerprint")
-        found = self.rows(f"SELECT {', '.join(names)} FROM index_versions WHERE index_version = ?", [version])
-        return dict(zip(names, found[0])) if found else None
-
-    def release_events(self) -> list[dict]:
-        """Every release event, oldest first."""
-        return self.frame("SELECT * FROM releases ORDER BY occurred_at, event_id").to_dicts()
-
-    def latest_eval_result(self, question_id: str, regime: str, version: str | None = None) -> dict | None:
-        """The newest scored run of one question under one regime (of ``version`` when given)."""
-        found = self.frame(
-            "SELECT * FROM eval_results WHERE question_id = ? AND regime = ?"
-            + (" AND index_version = ?" if version else "") + " ORDER BY run_id DESC LIMIT 1",
-            [question_id, regime] + ([version] if version else [])).to_dicts()
-        return found[0] if found else None
-
-    def largest_run_ranks(self, version: str, regime: str, benchmark: str) -> list[tuple]:
-        """(question_id, relevant, rank) of ``benchmark`` under ``regime`` in the version's run
-        with the most eval rows (its full run, not a smoke run)."""
-        return self.rows(
-            "SELECT question_id, relevant, rank FROM eval_results WHERE index_version = ? AND regime = ? "
-            "AND benchmark = ? AND run_id = (SELECT max_by(run_id, n) FROM (SELECT run_id, "
-            "count(*) n FROM eval_results WHERE index_version = ? GROUP BY run_id))",
-            [version, regime, benchmark, version])
-
-    def chunk_provenance(self, version: str, chunk_id: str) -> dict | None:
-        """A chunk's span in its document and the source page bytes behind it (lineage)."""
-        found = self.frame(
-            "SELECT c.chunk_id, c.doc_id, c.section_path, c.start_char, c.end_char, c.text_hash, c.url AS cite_url, "
-            "d.content_hash AS document_hash, d.parser, d.parser_version, p.url, p.rel_path, p.bytes_hash, "
-            "p.size_bytes, p.upstream, p.license, "
-            "substr(d.text, c.start_char + 1, c.end_char - c.start_char) = c.text AS span_matches "
-            "FROM chunks c JOIN documents d USING (index_version, doc_id) "
-            "JOIN source_pages p USING (index_version, doc_id) WHERE c.index_version = ? AND c.chunk_id = ?",
-            [version, chunk_id]).to_dicts()
-        return found[0] if found else None

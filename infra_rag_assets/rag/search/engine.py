@@ -74,9 +74,9 @@ class QueryEngine:
     searchers and retrievers are created under a lock, the embedder serializes its encodes."""
 
     def __init__(self, home: DataHome, version: str):
-        from ..index.chunking import HFTokenCounter
         from ..index.embedding import resolve_model_path, shared_embedder
         from ..index.serving_snapshot import read_catalog, read_manifest
+        from ..index.tokens import HFTokenCounter
 
         self.home, self.version = home, version
         self.manifest = read_manifest(home.serving_root(), version)
