@@ -22,7 +22,7 @@ from .partitions import index_version
 from .reporting import floats, log_progress, md_table, run_link, ui_url
 from .resources import PROJECT_ROOT, RagStore
 
-UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index")
+UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration")
 # Headline numbers, emitted as float metadata (plotted across versions in the UI) by eval_run,
 # release and serving_release: (regime, slice, metric) as the gates name them.
 HEADLINE_METRICS = ("mrr@10", "hit@5", "latency_p95_ms", "abstention_recall")
@@ -40,7 +40,7 @@ def gates_file() -> str:
 
 
 class EvalRunConfig(dg.Config):
-    benchmarks: list[str] = ["k8s_bench_eval", "own_labelled"]
+    benchmarks: list[str] = ["k8s_bench_eval", "own_labelled", "off_topic"]
     regimes: list[str] = list(REGIMES)
     k: int = 10
     serving_config: str = "hybrid-page"  # what the release would serve; gates judge regime "serving"
@@ -52,7 +52,7 @@ class EvalRunConfig(dg.Config):
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["vectors", "lexical_index"],
+    deps=["vectors", "lexical_index", "abstention_calibration"],
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],

@@ -117,7 +117,8 @@ def read_calibration(snapshot_dir: Path) -> Calibration | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} is unreadable ({type(exc).__name__}): re-materialize abstention_calibration") from None
+        raise ValueError(f"{path} is unreadable ({type(exc).__name__}): "
+                         "re-materialize abstention_calibration") from None
     known = {k: v for k, v in raw.items() if k in Calibration.__dataclass_fields__} if isinstance(raw, dict) else {}
     try:
         calibration = Calibration(**known)
