@@ -47,7 +47,8 @@ def _one_edit(a, b):
     return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
 
-VOCAB = FakeVocabulary(ident={"deployment", "build", "images", "pod", "kubernetes", "container", "write", "back", "inside", "scale"},
+VOCAB = FakeVocabulary(ident={"deployment", "build", "images", "pod", "kubernetes", "container", "write", "back",
+                              "inside", "scale"},
                        prose={"deploy", "build", "imag", "contain"})
 
 

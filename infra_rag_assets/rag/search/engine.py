@@ -115,6 +115,10 @@ class QueryEngine:
                 self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version, private_copy=True)
             return self._vector, self._lexical
 
+    def vocabulary(self) -> Any:
+        """The version's chunk-level lexical index: term document frequencies for answerability."""
+        return self._searchers("lexical")[1]
+
     def _page_searcher(self, config: RetrievalConfig) -> Any:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
         from ..index.lexical_store import open_page_searcher
