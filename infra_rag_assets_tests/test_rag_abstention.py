@@ -55,13 +55,13 @@ VOCAB = FakeVocabulary(ident={"deployment", "build", "images", "pod", "kubernete
 # --- floor derivation ------------------------------------------------------------------------
 
 
-def test_floor_is_the_midpoint_between_off_topic_p99_and_answerable_p01():
+def test_floor_is_the_off_topic_p99_when_answerable_questions_lie_above_it():
     off = [i / 100 for i in range(10, 31)]  # 0.10 .. 0.30: p99 = 0.298
     answerable = [i / 100 for i in range(40, 91)]  # 0.40 .. 0.90: p01 = 0.405
     derived = derive_floor(off, answerable)
     assert derived.separated and derived.off_topic_q99 == pytest.approx(0.298)
     assert derived.answerable_q01 == pytest.approx(0.405)
-    assert derived.floor == pytest.approx((0.298 + 0.405) / 2, abs=1e-4)
+    assert derived.floor == pytest.approx(0.298) and derived.rule == "off-topic p99"
 
 
 def test_overlapping_distributions_favour_answering():

@@ -36,8 +36,8 @@ class CalibrationConfig(dg.Config):
     kinds={"python"},
     owners=["team:search-platform"],
     description="Abstention floor of this index version: best dense cosines of off-topic questions and of "
-    "a fixed sample of answerable train questions, with the version's own model; floor = midpoint of "
-    "off-topic p99 and answerable p01. Written as calibration.json in the serving snapshot, where the "
+    "a fixed sample of answerable train questions, with the version's own model; floor = off-topic "
+    "p99, capped at answerable p01. Written as calibration.json in the serving snapshot, where the "
     "query path (CLI, service, eval_run, canary) reads it.",
 )
 def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
