@@ -8,6 +8,7 @@ import json
 import dagster as dg
 
 from infra_rag_assets.builds import materialize_version
+from infra_rag_assets.defs.evaluation import EvalRunConfig, experiment_configs
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
@@ -72,3 +73,10 @@ def test_calibration_is_written_with_the_version_and_used_by_the_query_path(fres
     path.unlink()  # a version without calibration (built before it existed) keeps the fixed floor
     old = QueryEngine.open(DataHome.at(fresh_home), version)
     assert old.calibration is None and old.resolve("hybrid-page").floor == DEFAULT_FLOOR
+
+
+def test_an_experiment_floor_is_used_as_given_not_calibrated():
+    fixed, calibrated = experiment_configs(EvalRunConfig(experiments={
+        "floor-0.45": {"base": "hybrid-page", "floor": 0.45}, "alpha": {"base": "hybrid-page", "alpha": 0.4}}))
+    assert (fixed.floor, fixed.calibrated_floor) == (0.45, False)
+    assert calibrated.calibrated_floor and calibrated.answerability

@@ -98,6 +98,9 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
             "retrieval_configs": dg.MetadataValue.json(_regime_hashes(results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
+            # The floor the serving regime (and so the abstention gates) was judged at.
+            "abstention_floor": str(engine.resolve(config.serving_config).floor),
+            "abstention_floor_calibrated": engine.calibration is not None,
         },
         data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
                                                 [r.benchmark_hash for r in runs], 16)),
@@ -126,13 +129,16 @@ def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, en
 
 
 def experiment_configs(config: EvalRunConfig) -> list:
-    """Each experiment = a named config with overrides, labelled with the experiment's name."""
+    """Each experiment = a named config with overrides, labelled with the experiment's name. An
+    explicit ``floor`` is used as given, not replaced by the version's calibrated floor."""
     from ..rag.search.engine import named_config
     from ..rag.search.retrieval import RetrievalConfig
 
     out = []
     for name, overrides in config.experiments.items():
         overrides = dict(overrides)
+        if "floor" in overrides:
+            overrides.setdefault("calibrated_floor", False)
         base = named_config(overrides.pop("base", "hybrid-weighted"))
         out.append(RetrievalConfig.from_dict({**base.to_dict(), **overrides, "name": name}))
     return out
