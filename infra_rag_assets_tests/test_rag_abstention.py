@@ -140,3 +140,43 @@ def test_abstention_knobs_keep_old_config_hashes_and_need_the_lexical_side():
     assert not NAMED_CONFIGS["lexical"].calibrated_floor
     with pytest.raises(ValueError, match="answerability needs the lexical index"):
         RetrievalConfig(mode="dense", answerability=True)
+
+
+class _Embedder:
+    def encode(self, texts):
+        return [[0.0] for _ in texts]
+
+
+class _Dense:
+    embedder = _Embedder()
+
+    def __init__(self, best):
+        self.best = best
+
+    def search(self, vector, k, filters=None):
+        return [("c1", self.best), ("c2", self.best - 0.1)]
+
+
+class _Lexical(FakeVocabulary):
+    def search(self, question, k, filters=None, boosts=None):
+        return [("c1", 9.0)]
+
+
+CATALOG = {cid: {"chunk_id": cid, "doc_id": f"doc-{cid}", "text": "a pod"} for cid in ("c1", "c2")}
+
+
+def test_the_retriever_refuses_with_the_reason_of_floor_or_answerability():
+    from infra_rag_assets.rag.search.retrieval import Retriever
+
+    config = RetrievalConfig(name="t", floor=0.4, answerability=True)
+    lexical = _Lexical(ident=VOCAB.ident, prose=VOCAB.prose)
+    low = Retriever(catalog=CATALOG, config=config, vector_searcher=_Dense(0.3), lexical_searcher=lexical)
+    assert low.search("How do I build images in a pod?").abstain_reason == "best dense cosine 0.300 < floor 0.400"
+    high = Retriever(catalog=CATALOG, config=config, vector_searcher=_Dense(0.7), lexical_searcher=lexical)
+    refused = high.search("How do I build images in a pod with Kaniko?")
+    assert refused.abstained and not refused.hits and "'kaniko'" in refused.abstain_reason
+    answered = high.search("How do I build images in a pod?")
+    assert not answered.abstained and answered.hits[0].chunk_id == "c1"
+    off = Retriever(catalog=CATALOG, config=dataclasses.replace(config, answerability=False),
+                    vector_searcher=_Dense(0.7), lexical_searcher=lexical)
+    assert not off.search("How do I build images in a pod with Kaniko?").abstained
