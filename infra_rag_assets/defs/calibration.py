@@ -42,7 +42,7 @@ class CalibrationConfig(dg.Config):
 )
 def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
                            store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine
+    from ..rag.search.engine import QueryEngine, one_torch_thread
 
     version = context.partition_key
     home = store.data_home()
@@ -51,8 +51,9 @@ def abstention_calibration(context: dg.AssetExecutionContext, config: Calibratio
     engine = QueryEngine(home, version)
     off_topic = load_benchmark(config.off_topic, PROJECT_ROOT)
     answerable = load_benchmark(config.answerable, PROJECT_ROOT)
-    calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample, seed=config.seed,
-                                              min_questions=config.min_questions)
+    with one_torch_thread():  # as served: two threads per query were far slower on shared cores
+        calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample,
+                                                  seed=config.seed, min_questions=config.min_questions)
     if calibration is None:
         context.log.warning(f"{version} not calibrated: {why_not}")
         return dg.MaterializeResult(metadata={"calibrated": False, "reason": why_not, "floor": DEFAULT_FLOOR},

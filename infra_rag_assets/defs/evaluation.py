@@ -10,7 +10,6 @@ from datetime import UTC
 
 import dagster as dg
 import polars as pl
-import torch
 
 from ..rag.evaluate import gates as gate_lib
 from ..rag.evaluate.benchmarks import load_benchmark
@@ -61,7 +60,7 @@ class EvalRunConfig(dg.Config):
     "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
 )
 def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine
+    from ..rag.search.engine import QueryEngine, one_torch_thread
 
     version, run_id = context.partition_key, context.run.run_id
     missing = _missing_indexes(store, version)
@@ -73,12 +72,8 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
-    try:
+    with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         runs = _run_benchmarks(context, config, engine, known)
-    finally:
-        torch.set_num_threads(threads)  # the process (e.g. an in-process build) goes on with its threads
     results, metrics = _frames(runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
     warehouse.replace_partition("eval_metrics", version, metrics)

@@ -8,8 +8,10 @@ honest).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +173,20 @@ def single_thread_queries() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """``single_thread_queries`` for a block (eval_run, calibration), then the process's threads
+    again (e.g. an in-process build goes on embedding with all of them)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def hit_record(hit) -> dict:
