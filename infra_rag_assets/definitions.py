@@ -10,10 +10,12 @@ run queue) and override resource fields with run config, never with other object
 import dagster as dg
 
 from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources, traces
+from .defs.calibration import abstention_calibration
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          evaluation.eval_run, release.release, release.serving_release, traces.served_traces]
+          abstention_calibration, evaluation.eval_run, release.release, release.serving_release,
+          traces.served_traces]
 
 defs = dg.Definitions(
     assets=ASSETS,

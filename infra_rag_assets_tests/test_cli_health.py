@@ -111,7 +111,7 @@ def test_abstention_canary_is_skipped_without_a_floor(cli):
     results, traces = run_canaries(engine, load_canaries(cli.canaries), no_floor)
     statuses = {r.id: r.status for r in results}
     assert statuses == {"maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "skipped"}
-    assert results[-1].detail == "skipped: no floor configured in no-floor"
+    assert results[-1].detail == "skipped: no floor or answerability in no-floor"
     assert len(traces) == 3 and {t["origin"] for t in traces} == {"canary"}  # a skipped canary is not asked
 
 

@@ -21,7 +21,7 @@ from .partitions import index_version
 from .reporting import floats, log_progress, md_table, run_link, ui_url
 from .resources import PROJECT_ROOT, RagStore
 
-UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index")
+UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration")
 # Headline numbers, emitted as float metadata (plotted across versions in the UI) by eval_run,
 # release and serving_release: (regime, slice, metric) as the gates name them.
 HEADLINE_METRICS = ("mrr@10", "hit@5", "latency_p95_ms", "abstention_recall")
@@ -39,7 +39,7 @@ def gates_file() -> str:
 
 
 class EvalRunConfig(dg.Config):
-    benchmarks: list[str] = ["k8s_bench_eval", "own_labelled"]
+    benchmarks: list[str] = ["k8s_bench_eval", "own_labelled", "off_topic"]
     regimes: list[str] = list(REGIMES)
     k: int = 10
     serving_config: str = "hybrid-page"  # what the release would serve; gates judge regime "serving"
@@ -51,7 +51,7 @@ class EvalRunConfig(dg.Config):
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["vectors", "lexical_index"],
+    deps=["vectors", "lexical_index", "abstention_calibration"],
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
@@ -60,7 +60,7 @@ class EvalRunConfig(dg.Config):
     "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
 )
 def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine
+    from ..rag.search.engine import QueryEngine, one_torch_thread
 
     version, run_id = context.partition_key, context.run.run_id
     missing = _missing_indexes(store, version)
@@ -72,14 +72,8 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    import torch  # here, not at import: every code server and run worker loads this module
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # per-question latency as served (see engine.single_thread_queries)
-    try:
+    with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         runs = _run_benchmarks(context, config, engine, known)
-    finally:
-        torch.set_num_threads(threads)  # the process (e.g. an in-process build) goes on with its threads
     results, metrics = _frames(runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
     warehouse.replace_partition("eval_metrics", version, metrics)
@@ -101,6 +95,9 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
             "retrieval_configs": dg.MetadataValue.json(_regime_hashes(results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
+            # The floor the serving regime (and so the abstention gates) was judged at.
+            "abstention_floor": str(engine.resolve(config.serving_config).floor),
+            "abstention_floor_calibrated": engine.calibration is not None,
         },
         data_version=dg.DataVersion(stable_hash([r["data_version"] for r in lineage] +
                                                 [r.benchmark_hash for r in runs], 16)),
@@ -129,13 +126,16 @@ def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, en
 
 
 def experiment_configs(config: EvalRunConfig) -> list:
-    """Each experiment = a named config with overrides, labelled with the experiment's name."""
+    """Each experiment = a named config with overrides, labelled with the experiment's name. An
+    explicit ``floor`` is used as given, not replaced by the version's calibrated floor."""
     from ..rag.search.engine import named_config
     from ..rag.search.retrieval import RetrievalConfig
 
     out = []
     for name, overrides in config.experiments.items():
         overrides = dict(overrides)
+        if "floor" in overrides:
+            overrides.setdefault("calibrated_floor", False)
         base = named_config(overrides.pop("base", "hybrid-weighted"))
         out.append(RetrievalConfig.from_dict({**base.to_dict(), **overrides, "name": name}))
     return out

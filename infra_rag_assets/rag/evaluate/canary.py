@@ -8,7 +8,8 @@ names the page (doc id) that must be among the first ``within`` hits, the same h
 eval_run uses, and whether the engine should answer or abstain.
 
 An abstention canary is only meaningful when the serving retrieval config has a dense-cosine
-floor: without one the retriever never abstains, so such a canary is reported as *skipped*
+floor (the served version's calibrated one, when it has a calibration) or answerability: without
+either the retriever never abstains, so such a canary is reported as *skipped*
 with that reason rather than failed or silently passed.
 """
 
@@ -99,13 +100,13 @@ def run_canaries(engine: Any, canaries: list[Canary], config: RetrievalConfig,
     canary's job is to report what serves, including that it is broken.
     """
     results, traces = [], []
-    can_abstain = config.floor is not None and config.mode != "lexical"
+    can_abstain = (config.floor is not None and config.mode != "lexical") or config.answerability
     for canary in canaries:
         base = dict(id=canary.id, question=canary.question, expected_outcome=canary.expected_outcome,
                     expected_doc=canary.expected_doc)
         if canary.expected_outcome == "abstained" and not can_abstain:
             results.append(CanaryResult(**base, status="skipped", outcome="not run",
-                                        detail=f"skipped: no floor configured in {config.name}"))
+                                        detail=f"skipped: no floor or answerability in {config.name}"))
             continue
         try:
             result = engine.search(canary.question, config=config, k=max(k, canary.within))

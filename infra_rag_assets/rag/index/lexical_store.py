@@ -227,6 +227,17 @@ class LexicalSearcher:
     def doc_count(self) -> int:
         return self._searcher.num_docs
 
+    def doc_freq(self, field: str, term: str) -> int:
+        """Documents whose analyzed ``field`` holds ``term`` (an already analyzed term)."""
+        return int(self._searcher.doc_freq(field, term))
+
+    def has_near_term(self, field: str, term: str, distance: int = 1) -> bool:
+        """Some document holds a term within ``distance`` edits of ``term`` (a transposition
+        counts as one edit): used to tell a typo of a corpus word from a word the corpus lacks."""
+        query = tantivy.Query.fuzzy_term_query(self._schema, field, term, distance=distance,
+                                               transposition_cost_one=True, prefix=False)
+        return self._searcher.search(query, 1, count=True).count > 0
+
     def search(
         self,
         query: str,

@@ -8,13 +8,18 @@ honest).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..index.config import BuildConfig
 from ..operate import releases
 from ..operate.home import DataHome
+from .answerability import DEFAULT_RULE
+from .calibration import Calibration
 from .packing import PackedContext, pack_passages
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 
@@ -75,11 +80,14 @@ class QueryEngine:
 
     def __init__(self, home: DataHome, version: str):
         from ..index.embedding import resolve_model_path, shared_embedder
-        from ..index.serving_snapshot import read_catalog, read_manifest
+        from ..index.serving_snapshot import read_catalog, read_manifest, snapshot_dir
         from ..index.tokens import HFTokenCounter
+        from .calibration import read_calibration
 
         self.home, self.version = home, version
         self.manifest = read_manifest(home.serving_root(), version)
+        # None for versions built before calibration: their configs keep the fixed DEFAULT_FLOOR.
+        self.calibration: Calibration | None = read_calibration(snapshot_dir(home.serving_root(), version))
         self.build_config = BuildConfig.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.embedder = shared_embedder(self.build_config.model_id)
@@ -109,6 +117,10 @@ class QueryEngine:
                 self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version, private_copy=True)
             return self._vector, self._lexical
 
+    def vocabulary(self) -> Any:
+        """The version's chunk-level lexical index: term document frequencies for answerability."""
+        return self._searchers("lexical")[1]
+
     def _page_searcher(self, config: RetrievalConfig) -> Any:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
         from ..index.lexical_store import open_page_searcher
@@ -117,14 +129,25 @@ class QueryEngine:
             self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False
         return self._pages or None
 
-    def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
+    def resolve(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> RetrievalConfig:
+        """The config as this version runs it: a ``calibrated_floor`` config gets the version's
+        calibrated floor (its own ``floor`` when the version has no calibration), so the floor
+        a result was judged at is in its config hash."""
         config = named_config(config) if isinstance(config, str) else config
+        if config.calibrated_floor and config.floor is not None and self.calibration is not None:
+            return dataclasses.replace(config, floor=self.calibration.floor)
+        return config
+
+    def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
+        config = self.resolve(config)
         key = config.config_hash()
+        rule = self.calibration.rule if self.calibration else DEFAULT_RULE
         with self._lock:
             if key not in self._retrievers:
                 vector, lexical = self._searchers(config.mode)
                 self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
-                                                  lexical_searcher=lexical, page_searcher=self._page_searcher(config))
+                                                  lexical_searcher=lexical, page_searcher=self._page_searcher(config),
+                                                  answerability_rule=rule)
             return self._retrievers[key]
 
     def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,
@@ -150,6 +173,20 @@ def single_thread_queries() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """``single_thread_queries`` for a block (eval_run, calibration), then the process's threads
+    again (e.g. an in-process build goes on embedding with all of them)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def hit_record(hit) -> dict:

@@ -11,6 +11,8 @@ Why the pieces look the way they do:
   math in ``fusion.py``; ties break by chunk_id so runs are reproducible.
 * The abstention floor looks at the dense cosine only: BM25 scores are unbounded and depend on
   corpus statistics, so they cannot carry an absolute "nothing here is relevant" threshold.
+  The floor is the served version's calibrated one (``calibration.py``, resolved by the engine);
+  ``answerability`` then refuses questions that name a word no chunk contains (``answerability.py``).
 * The reranker is optional and may be missing on an offline machine; then the fused order is
   kept and the result says ``degraded`` instead of failing the query.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..index.lexical_store import LexicalSearcher, open_page_searcher
+from .answerability import DEFAULT_RULE, AnswerabilityRule, unanswerable_reason
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
 from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
@@ -82,7 +85,7 @@ class Retriever:
 
     def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
                  lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None,
-                 page_searcher: Any = None) -> None:
+                 page_searcher: Any = None, answerability_rule: AnswerabilityRule = DEFAULT_RULE) -> None:
         if config.mode in ("dense", "hybrid") and vector_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
         if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
@@ -90,6 +93,7 @@ class Retriever:
         self.catalog, self.config = catalog, config
         self.vector_searcher, self.lexical_searcher = vector_searcher, lexical_searcher
         self.page_searcher = page_searcher  # None: the page term is skipped and the result degraded
+        self.answerability_rule = answerability_rule  # used when config.answerability
         self._load_reranker = reranker_loader or load_cross_encoder
         self._reranker: Any = None
         self._reranker_error = ""  # a failed load is remembered, not retried per query
@@ -106,7 +110,7 @@ class Retriever:
         lexical = self._lexical(question, depth, filters, timings) if cfg.mode != "dense" else []
         result = RetrievalResult(question, [], timings_ms=timings, dense_ranking=dense,
                                  lexical_ranking=lexical, config_hash=cfg.config_hash())
-        reason = self._abstain_reason(dense)
+        reason = self._abstain_reason(dense) or self._unanswerable(question, dense, lexical)
         if reason:
             result.abstained, result.abstain_reason = True, reason
         else:
@@ -142,6 +146,13 @@ class Retriever:
             return "no chunk matches the filters"
         best = dense[0][1]
         return f"best dense cosine {best:.3f} < floor {floor:.3f}" if best < floor else ""
+
+    def _unanswerable(self, question: str, dense: Ranking, lexical: Ranking) -> str:
+        if not self.config.answerability or self.lexical_searcher is None:
+            return ""
+        return unanswerable_reason(question, self.lexical_searcher, rule=self.answerability_rule,
+                                   dense_pages=(self._page_of(c) for c, _ in dense[:1]),
+                                   lexical_pages=(self._page_of(c) for c, _ in lexical[:1]))
 
     def _fuse(self, dense: Ranking, lexical: Ranking) -> Ranking:
         cfg = self.config

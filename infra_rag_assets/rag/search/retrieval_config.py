@@ -34,6 +34,11 @@ class RetrievalConfig:
     page_dense_weight: float = 0.0  # best dense cosine of the chunk's page among candidates
     page_depth: int = 100  # pages asked of the page index
     max_per_page: int = 0  # cap on chunks per page in the returned order (0 = none)
+    # Abstention (rag/search/calibration.py, answerability.py): use the served version's
+    # calibrated floor instead of ``floor`` when it has one; refuse questions naming a word the
+    # corpus lacks. Left out of config_hash at False, like the page knobs at their defaults.
+    calibrated_floor: bool = False
+    answerability: bool = False
 
     def __post_init__(self) -> None:
         # Normalised so equal configs hash equally (boost order, 1 vs 1.0, "60" from a CLI flag).
@@ -42,6 +47,7 @@ class RetrievalConfig:
                   "floor": None if self.floor is None else float(self.floor),
                   "page_weight": float(self.page_weight), "page_dense_weight": float(self.page_dense_weight),
                   "page_depth": int(self.page_depth), "max_per_page": int(self.max_per_page),
+                  "calibrated_floor": bool(self.calibrated_floor), "answerability": bool(self.answerability),
                   "boosts": tuple(sorted((str(f), float(w)) for f, w in self.boosts))}
         for name, value in normal.items():
             object.__setattr__(self, name, value)
@@ -53,6 +59,7 @@ class RetrievalConfig:
             and "rrf_k/depth/rerank_depth/page_depth must be >= 1",
             min(self.page_weight, self.page_dense_weight, self.max_per_page) < 0
             and "page_weight/page_dense_weight/max_per_page must be >= 0",
+            self.answerability and self.mode == "dense" and "answerability needs the lexical index (not mode dense)",
             any(f not in DEFAULT_BOOSTS for f, _ in self.boosts) and f"boost fields must be in {list(DEFAULT_BOOSTS)}",
         ]
         if any(problems):
@@ -86,7 +93,8 @@ class RetrievalConfig:
         return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 100, "max_per_page": 0}
+_PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 100, "max_per_page": 0,
+                  "calibrated_floor": False, "answerability": False}
 
 
 # Defaults measured on the eval sets (k8s-docs-rag-bench eval split, 557 covered questions, plus
@@ -103,20 +111,23 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 # - floor 0.35: no answerable eval question has a best dense cosine under it (1st percentile
 #   0.43), while clearly off-topic questions score 0.04-0.15. Near-miss questions in the domain
 #   overlap answerable ones completely (0.31-0.69), so the floor only catches the off-topic.
+#   Now the fallback: configs with calibrated_floor use the served version's calibrated floor
+#   (calibration.py); answerability refuses questions naming a word the corpus lacks
+#   (answerability.py), which is what catches the near misses.
 DEFAULT_FLOOR = 0.35
+CALIBRATED = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
 NAMED_CONFIGS: dict[str, RetrievalConfig] = {
     c.name: c
     for c in (
-        RetrievalConfig(name="dense", mode="dense", floor=DEFAULT_FLOOR),
+        RetrievalConfig(name="dense", mode="dense", **CALIBRATED),
         RetrievalConfig(name="lexical", mode="lexical", boosts=TUNED_BOOSTS),
-        RetrievalConfig(name="hybrid-rrf", fusion="rrf", floor=DEFAULT_FLOOR, boosts=TUNED_BOOSTS),
-        RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
-                        boosts=TUNED_BOOSTS),
-        RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
-                        boosts=TUNED_BOOSTS, page_weight=0.5, page_dense_weight=0.1, max_per_page=2),
+        RetrievalConfig(name="hybrid-rrf", fusion="rrf", boosts=TUNED_BOOSTS, **CALIBRATED),
+        RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, **CALIBRATED),
+        RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
+                        page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED),
         # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
-        RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, floor=DEFAULT_FLOOR,
-                        boosts=TUNED_BOOSTS, page_weight=0.5, page_dense_weight=0.1, max_per_page=2, rerank=True),
+        RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
+                        page_dense_weight=0.1, max_per_page=2, rerank=True, answerability=True, **CALIBRATED),
     )
 }

@@ -1,0 +1,74 @@
+"""abstention_calibration: the dense floor of one index version, derived from its own cosines.
+
+After both indexes (it asks the version's QueryEngine, which reads the serving snapshot that
+lexical_index writes), before eval_run (which, like serving, then judges abstention at this
+floor). Writes ``<home>/serving/<version>/calibration.json``; a rebuilt snapshot drops it, and
+the version falls back to the fixed floor until this asset runs again (it is downstream of
+lexical_index, so every rebuild through eval_run does).
+"""
+
+import dagster as dg
+import polars as pl
+
+from ..rag.evaluate.benchmarks import load_benchmark
+from ..rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
+from ..rag.index.config import stable_hash
+from ..rag.index.serving_snapshot import snapshot_dir
+from ..rag.search.calibration import calibration_path, write_calibration
+from ..rag.search.retrieval_config import DEFAULT_FLOOR
+from .partitions import index_version
+from .reporting import md_table
+from .resources import PROJECT_ROOT, RagStore
+
+
+class CalibrationConfig(dg.Config):
+    off_topic: str = "off_topic"  # eval/benchmarks/off_topic.jsonl: questions that must be refused
+    answerable: str = "k8s_bench_train"  # TRAIN split: the eval split stays clean for reporting
+    sample: int = 500
+    seed: int = 0
+    min_questions: int = MIN_QUESTIONS
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["vectors", "lexical_index"],
+    group_name="evaluation",
+    kinds={"python"},
+    owners=["team:search-platform"],
+    description="Abstention floor of this index version: best dense cosines of off-topic questions and of "
+    "a fixed sample of answerable train questions, with the version's own model; floor = off-topic "
+    "p99, capped at answerable p01. Written as calibration.json in the serving snapshot, where the "
+    "query path (CLI, service, eval_run, canary) reads it.",
+)
+def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
+                           store: RagStore) -> dg.MaterializeResult:
+    from ..rag.search.engine import QueryEngine, one_torch_thread
+
+    version = context.partition_key
+    home = store.data_home()
+    target = snapshot_dir(home.serving_root(), version)
+    calibration_path(target).unlink(missing_ok=True)  # a stale calibration must not outlive this run
+    engine = QueryEngine(home, version)
+    off_topic = load_benchmark(config.off_topic, PROJECT_ROOT)
+    answerable = load_benchmark(config.answerable, PROJECT_ROOT)
+    with one_torch_thread():  # as served: two threads per query were far slower on shared cores
+        calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample,
+                                                  seed=config.seed, min_questions=config.min_questions)
+    if calibration is None:
+        context.log.warning(f"{version} not calibrated: {why_not}")
+        return dg.MaterializeResult(metadata={"calibrated": False, "reason": why_not, "floor": DEFAULT_FLOOR},
+                                    data_version=dg.DataVersion(stable_hash(["uncalibrated", why_not], 16)))
+    path = write_calibration(target, calibration)
+    quantiles = pl.DataFrame([{"questions": name, "n": part["n"], **part["quantiles"]}
+                              for name, part in (("off-topic", calibration.off_topic),
+                                                 ("answerable (train)", calibration.answerable))])
+    derivation = calibration.derivation
+    return dg.MaterializeResult(
+        metadata={"calibrated": True, "floor": calibration.floor, "rule": derivation["rule"],
+                  "off_topic_p99": derivation["off_topic_q99"], "answerable_p01": derivation["answerable_q01"],
+                  "separated": derivation["separated"], "best_cosine_quantiles": md_table(quantiles),
+                  "answerability_rule": dg.MetadataValue.json(calibration.answerability),
+                  "model_hash": calibration.model_hash, "path": dg.MetadataValue.path(str(path))},
+        data_version=dg.DataVersion(stable_hash([calibration.floor, calibration.off_topic, calibration.answerable,
+                                                 calibration.answerability], 16)),
+    )

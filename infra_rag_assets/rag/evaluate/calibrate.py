@@ -1,0 +1,52 @@
+"""Measure one index version's abstention calibration through its QueryEngine (no Dagster).
+
+The best dense cosine of each off-topic question and of a fixed sample of answerable **train**
+questions (whose page the version has), with the version's own model and chunks; the floor
+rule itself is ``search.calibration.derive_floor``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from ..search.calibration import Calibration, calibrate
+from ..search.retrieval_config import RetrievalConfig
+from .benchmarks import Benchmark, BenchRecord
+
+DENSE_PROBE = RetrievalConfig(name="calibration-probe", mode="dense", floor=None, depth=1)
+MIN_QUESTIONS = 20  # fewer than this and a 1st/99th percentile means nothing
+
+
+def answerable_sample(records: Sequence[BenchRecord], known_doc_ids: set[str], size: int,
+                      seed: int = 0) -> list[BenchRecord]:
+    """A fixed sample of answerable records whose relevant page is in the version."""
+    covered = sorted((r for r in records if not r.should_abstain and set(r.relevant) & known_doc_ids),
+                     key=lambda r: r.id)
+    random.Random(seed).shuffle(covered)
+    return covered[:size]
+
+
+def best_cosine(engine, question: str) -> float | None:
+    """The version's best dense cosine for the question (None when the table is empty)."""
+    ranking = engine.search(question, config=DENSE_PROBE, k=1).dense_ranking
+    return float(ranking[0][1]) if ranking else None
+
+
+def measure_calibration(engine, off_topic: Benchmark, answerable: Benchmark, *, sample: int = 500, seed: int = 0,
+                        min_questions: int = MIN_QUESTIONS) -> tuple[Calibration | None, str]:
+    """(calibration, "") or (None, why not): too few questions leave the version uncalibrated."""
+    known = {row["doc_id"] for row in engine.catalog.values()}
+    chosen = answerable_sample(answerable.records, known, sample, seed)
+    refused = [r for r in off_topic.records if r.should_abstain]
+    if len(chosen) < min_questions or len(refused) < min_questions:
+        return None, (f"too few questions to calibrate ({len(chosen)} answerable with a page in the version, "
+                      f"{len(refused)} off-topic; {min_questions} each needed): the fixed floor applies")
+    cosines = {name: [c for c in (best_cosine(engine, r.question) for r in records) if c is not None]
+               for name, records in (("off_topic", refused), ("answerable", chosen))}
+    sources = {"off_topic": {"benchmark": off_topic.name, "benchmark_hash": off_topic.version_hash},
+               "answerable": {"benchmark": answerable.name, "benchmark_hash": answerable.version_hash,
+                              "sample": sample, "seed": seed}}
+    model_hash = engine.build_config.model_hash or ""
+    return calibrate(engine.version, cosines["off_topic"], cosines["answerable"], model_hash=model_hash,
+                     sources=sources), ""
