@@ -71,7 +71,7 @@ def release_check(home: DataHome) -> dict[str, Any]:
 
 def index_check(home: DataHome, version: str) -> dict[str, Any]:
     """The version's lexical index is there; without a page index it serves degraded."""
-    from .rag.index.lexical_store import has_page_index
+    from .rag.index.page_index import has_page_index
 
     pages = has_page_index(home.tantivy_root() / version)
     return {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages,

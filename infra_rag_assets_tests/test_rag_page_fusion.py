@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from infra_rag_assets.defs.resources import EmbedderResource, RagStore
-from infra_rag_assets.rag.index.lexical_store import LexicalSearcher, page_index_dir
+from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
+from infra_rag_assets.rag.index.page_index import page_index_dir
 from infra_rag_assets.rag.search.fusion import add_page_terms, best_per_page, cap_per_page
 from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
 

@@ -93,7 +93,8 @@ def _embed_progress(context: dg.AssetExecutionContext):
     "snapshot (chunk catalog as Parquet + manifest), which the query path reads instead of the warehouse.",
 )
 def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.index.lexical_store import LexicalDoc, build_index, page_docs, page_index_dir
+    from ..rag.index.lexical_store import LexicalDoc, build_index
+    from ..rag.index.page_index import page_docs, page_index_dir
     from ..rag.index.vector_store import dir_bytes
 
     version = context.partition_key
@@ -146,7 +147,8 @@ def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store
                 description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
                 "for the version (ERROR, blocking).")
 def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    from ..rag.index.lexical_store import LexicalSearcher, open_page_searcher
+    from ..rag.index.lexical_store import LexicalSearcher
+    from ..rag.index.page_index import open_page_searcher
 
     version = context.partition_key
     docs = LexicalSearcher.open(store.tantivy_root() / version).doc_count()

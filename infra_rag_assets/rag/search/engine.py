@@ -123,7 +123,7 @@ class QueryEngine:
 
     def _page_searcher(self, config: RetrievalConfig) -> Any:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
-        from ..index.lexical_store import open_page_searcher
+        from ..index.page_index import open_page_searcher
 
         if config.uses_page_index and self._pages is None:
             self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False

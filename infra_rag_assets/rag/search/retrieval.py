@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..index.lexical_store import LexicalSearcher, open_page_searcher
+from ..index.lexical_store import LexicalSearcher
+from ..index.page_index import open_page_searcher
 from .answerability import DEFAULT_RULE, AnswerabilityRule, unanswerable_reason
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
 from .hits import Hit
