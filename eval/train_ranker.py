@@ -68,7 +68,8 @@ def cached(home: DataHome, version: str, path: Path | None) -> dict:
 DEPTH, PAGE_DEPTH, K = 50, 100, 10  # serving's candidates per side, pages asked, chunks returned
 ABLATION = [("base",), ("base", "dense", "lexical", "page"), ("base", "dense", "lexical", "page", "agree"),
             ("base", "dense", "lexical", "page", "agree", "intent"),
-            ("base", "dense", "lexical", "page", "agree", "intent", "type"), tuple(GROUPS)]
+            ("base", "dense", "lexical", "page", "agree", "intent", "type"),
+            ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"), tuple(GROUPS)]
 
 
 def questions(data: dict, name: str, catalog: dict) -> list[dict]:
@@ -110,11 +111,48 @@ def report(label: str, sets: dict[str, list[dict]], ranker: Ranker | None, max_p
     print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
+def ablation(sets: dict[str, list[dict]], max_per_page: int) -> Ranker:
+    """Fit one ranker per cumulative feature group set; print the table; return the last."""
+    print("| ranker | k8s eval MRR@10 / hit@1 / hit@5 / hit@10 | own | train |\n|---|---|---|---|")
+    report("hybrid-page (replayed)", sets, None)
+    for groups in ABLATION:
+        names = [n for g in groups for n in GROUPS[g]]
+        t0 = time.perf_counter()
+        ranker = fit_groups(sets["train"], names)
+        report(f"{'+'.join(groups)} ({time.perf_counter() - t0:.1f} s fit)", sets, ranker, max_per_page)
+    return ranker
+
+
+def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) -> None:
+    """The real retriever path (QueryEngine.search, as eval_run and serving run it):
+    hybrid-page vs the learned config with ``ranker_path`` on the eval split and own set."""
+    import dataclasses
+
+    from infra_rag_assets.rag.evaluate.evaluation import run_benchmark
+    from infra_rag_assets.rag.search.engine import QueryEngine, single_thread_queries
+    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+
+    single_thread_queries()
+    engine = QueryEngine(home, version)
+    learned = dataclasses.replace(NAMED_CONFIGS["hybrid-learned"], name="learned", ranker=str(ranker_path.resolve()),
+                                  max_per_page=max_per_page)
+    known = known_doc_ids(home, version)
+    for name in ("k8s_bench_eval", "own_labelled"):
+        run = run_benchmark(engine, load_benchmark(name, ROOT), known, ["hybrid-page", learned])
+        for regime, summaries in run.summaries.items():
+            o = summaries[0]
+            print(f"confirm {name} {regime}: n={o['n_answerable']} MRR@10 {o['mrr@10']:.3f} hit@1 {o['hit@1']:.3f} "
+                  f"hit@5 {o['hit@5']:.3f} hit@10 {o['hit@10']:.3f} abst.recall {o.get('abstention_recall')} "
+                  f"p50 {o['latency_p50_ms']:.0f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", required=True)
     ap.add_argument("--cache", type=Path)
-    ap.add_argument("--out", type=Path, help="write the last (all-groups) ranker's JSON here")
+    ap.add_argument("--max-per-page", type=int, default=1, help="chunks per page before the next page (learned)")
+    ap.add_argument("--out", type=Path, help="write the all-groups ranker's JSON here")
+    ap.add_argument("--confirm", action="store_true", help="then score --out through QueryEngine (slow)")
     args = ap.parse_args()
     home = DataHome.at()
     data = cached(home, args.version, args.cache)
@@ -122,15 +160,13 @@ def main() -> None:
     t0 = time.perf_counter()
     sets = {name: questions(data, name, catalog) for name in ("train", "k8s_eval", "own_answerable")}
     print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
-    print("| ranker | k8s eval MRR@10 / hit@1 / hit@5 / hit@10 | own | train |\n|---|---|---|---|")
-    report("hybrid-page (replayed)", sets, None)
-    for groups in ABLATION:
-        names = [n for g in groups for n in GROUPS[g]]
-        t0 = time.perf_counter()
-        ranker = fit_groups(sets["train"], names)
-        report(f"{'+'.join(groups)} ({time.perf_counter() - t0:.1f} s fit)", sets, ranker)
+    ranker = ablation(sets, args.max_per_page)
     if args.out:
-        ranker.save(args.out)
+        meta = {**ranker.meta, "index_version": args.version, "trained_on": "k8s_bench_train",
+                "train_questions_with_candidates": sum(1 for q in sets["train"] if q["labels"].any())}
+        Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights, meta=meta).save(args.out)
+        if args.confirm:
+            confirm(home, args.version, args.out, args.max_per_page)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,6 @@ def test_features_by_hand():
     assert x[concept, col("title_in_q")] == 0.0 and x[concept, col("head_cover")] == 1.0
     assert x[api, col("t_api")] == 1.0 and x[api, col("def_api")] == 1.0 and x[glossary, col("t_glossary")] == 1.0
     assert x[parent, col("children")] == pytest.approx(np.log1p(1)) and x[concept, col("has_parent")] == 1.0
-    assert x[concept, col("depth")] == 3.0
     assert np.all(x[:, col("def_q")] == 1.0)
 
 
@@ -137,3 +136,34 @@ def test_save_load_round_trip(tmp_path):
         Ranker.from_dict(data)
     with pytest.raises(ValueError, match="unknown features"):
         Ranker(("nope",), (0.0,), (1.0,), (1.0,))
+
+
+def test_learned_fusion_through_the_retriever(built_index, tmp_path):
+    """On the fixture index: a ranker that weights only the hybrid-page score returns pages in
+    hybrid-page's order, each page's chunks together and capped."""
+    import dataclasses
+
+    from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+    from infra_rag_assets.rag.evaluate.metrics import page_ranking
+    from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
+
+    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
+    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    catalog = catalog_from_rows(frame.iter_rows(named=True))
+    embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
+    path = tmp_path / "ranker.json"
+    Ranker(("hp_score",), (0.0,), (1.0,), (1.0,)).save(path)
+    page = NAMED_CONFIGS["hybrid-page"]
+    learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(path))
+    question = "How do I roll back a Deployment to a previous revision?"
+    runs = [open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, c).search(question, k=6)
+            for c in (page, learned)]
+    assert not runs[1].degraded and runs[1].timings_ms["page"] > 0
+    pages = [page_ranking(h.doc_id for h in run.hits) for run in runs]
+    assert pages[1][:3] == pages[0][:3]
+    docs = [h.doc_id for h in runs[1].hits]
+    assert docs[0] == docs[1] == "kubernetes:concepts_workloads_controllers_deployment"
+    assert all(docs.count(p) <= 2 for p in docs)
+    assert learned.config_hash() != page.config_hash()
+    with pytest.raises(ValueError, match="needs a ranker"):
+        dataclasses.replace(page, fusion="learned")

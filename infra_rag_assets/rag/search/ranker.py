@@ -33,7 +33,7 @@ class FitSettings:
     l2: float = 1e-3
     steps: int = 400
     learning_rate: float = 0.05
-    negatives_per_question: int = 20
+    negatives_per_question: int = 100
 
 
 @dataclass(frozen=True)
@@ -153,3 +153,12 @@ def rank_chunks(candidates: PageCandidates, ranker: Ranker, max_per_page: int = 
         head += [(cid, float(scores[i])) for cid in page_chunks[:cut]]
         tail += [(cid, float(scores[i])) for cid in page_chunks[cut:]]
     return head + tail
+
+
+RANKERS_DIR = Path(__file__).resolve().parent / "rankers"
+
+
+def load_ranker(path: str | Path) -> Ranker:
+    """A ranker JSON by path; a relative path names a file shipped in ``rankers/``."""
+    path = Path(path)
+    return Ranker.load(path if path.is_absolute() else RANKERS_DIR / path)
