@@ -163,7 +163,8 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     assert pages[1][:3] == pages[0][:3]
     docs = [h.doc_id for h in runs[1].hits]
     assert docs[0] == docs[1] == "kubernetes:concepts_workloads_controllers_deployment"
-    assert all(docs.count(p) <= 2 for p in docs)
+    head = docs[: len(set(docs)) * 2]  # a small corpus runs out of pages: overflow chunks come last
+    assert all(head.count(p) <= 2 for p in head)
     assert learned.config_hash() != page.config_hash()
     with pytest.raises(ValueError, match="needs a ranker"):
         dataclasses.replace(page, fusion="learned")
