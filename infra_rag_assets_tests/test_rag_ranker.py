@@ -168,3 +168,13 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     assert learned.config_hash() != page.config_hash()
     with pytest.raises(ValueError, match="needs a ranker"):
         dataclasses.replace(page, fusion="learned")
+
+
+def test_shipped_ranker_loads_for_the_named_config():
+    from infra_rag_assets.rag.search.ranker import load_ranker
+    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+
+    config = NAMED_CONFIGS["hybrid-learned"]
+    ranker = load_ranker(config.ranker)
+    assert config.fusion == "learned" and config.uses_page_index
+    assert set(ranker.feature_names) <= set(FEATURE_NAMES) and ranker.meta["trained_on"] == "k8s_bench_train"

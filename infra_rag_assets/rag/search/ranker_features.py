@@ -140,12 +140,11 @@ def _hier(page: str, pages: Sequence[str]) -> tuple[float, ...]:
             float(_is_parent(pages[0], page)))
 
 
-def _project(page: str, pages: Sequence[str]) -> tuple[float, float]:
-    """Share of the top-10 candidates from the page's source, and whether the top one is: the
-    question's project, as the candidates say, whatever project the ranker was trained on."""
-    source = page.split(":", 1)[0] + ":"
-    top = pages[:10]
-    return sum(p.startswith(source) for p in top) / len(top), float(pages[0].startswith(source))
+def _project(project: str, top_projects: Sequence[str]) -> tuple[float, float]:
+    """Share of the top-10 candidates from the page's project, and whether the top one is: the
+    question's project, as the candidates say, whatever project the ranker was trained on.
+    By project, not source: Prometheus is two sources (site and server docs)."""
+    return sum(p == project for p in top_projects) / len(top_projects), float(top_projects[0] == project)
 
 
 def asks_identifier(question: str) -> bool:
@@ -197,13 +196,17 @@ def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexica
         return PageCandidates([], np.zeros((0, len(FEATURE_NAMES))), {})
     base = best_per_page(fused, page_of)
     d_side, l_side, p_side = _side(dense, page_of), _side(lexical, page_of), _page_side(page_lexical)
-    rows = [_row(question, page, rank, base[page], d_side, l_side, p_side, chunks[page], catalog, pages)
+    top_projects = [catalog[chunks[p][0]].get("project") or "" for p in pages[:10]]
+    rows = [_row(question, page, rank, base[page], (d_side, l_side, p_side), chunks[page], catalog, pages,
+                 top_projects)
             for rank, page in enumerate(pages, 1)]
     return PageCandidates(pages, np.asarray(rows, dtype=np.float64), chunks)
 
 
-def _row(question: str, page: str, rank: int, base: float, d_side: dict, l_side: dict, p_side: dict,
-         page_chunks: Sequence[str], catalog: Mapping[str, Mapping], pages: Sequence[str]) -> list[float]:
+def _row(question: str, page: str, rank: int, base: float, sides: tuple[dict, dict, dict],
+         page_chunks: Sequence[str], catalog: Mapping[str, Mapping], pages: Sequence[str],
+         top_projects: Sequence[str]) -> list[float]:
+    d_side, l_side, p_side = sides
     d = d_side.get(page, (0.0, 0.0, 0.0, 0))
     lx = l_side.get(page, (0.0, 0.0, 0.0, 0))
     l_top = max((v[0] for v in l_side.values()), default=0.0) or 1.0
@@ -221,6 +224,6 @@ def _row(question: str, page: str, rank: int, base: float, d_side: dict, l_side:
         both, gap, float(both and d[2] >= 1 / 3 and lx[2] >= 1 / 3),
         *_intent(question, first.get("title") or "", headings, kind),
         float(kind == "glossary"), float(kind == "api"),
-        *_project(page, pages),
+        *_project(first.get("project") or "", top_projects),
         *_hier(page, pages),
     ]
