@@ -8,7 +8,8 @@ uses) and each setting is replayed with ``weighted_fuse`` + ``add_page_terms`` +
 eval_run (README "Tuning log"). Eval split and our own set only; the held-out test split is
 never read.
 
-    pip install -e '.[bench]'   # its question sets come from bench_peers.py (imports bm25s)
+    pip install -e '.[bench]'   # its default question sets come from bench_peers.py (imports bm25s);
+                                # eval/train_ranker.py passes its own sets and needs neither
     INFRA_RAG_HOME=/tmp/rh python eval/sweep_fusion.py --version V [--cache F] [--grid small|full]
 """
 

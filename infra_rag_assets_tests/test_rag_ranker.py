@@ -156,8 +156,8 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     page = NAMED_CONFIGS["hybrid-page"]
     learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(path))
     question = "How do I roll back a Deployment to a previous revision?"
-    runs = [open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, c).search(question, k=6)
-            for c in (page, learned)]
+    runs = [open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, c)
+            .search(question, k=6) for c in (page, learned)]
     assert not runs[1].degraded and runs[1].timings_ms["page"] > 0
     pages = [page_ranking(h.doc_id for h in run.hits) for run in runs]
     assert pages[1][:3] == pages[0][:3]
