@@ -8,7 +8,8 @@ uses) and each setting is replayed with ``weighted_fuse`` + ``add_page_terms`` +
 eval_run (README "Tuning log"). Eval split and our own set only; the held-out test split is
 never read.
 
-    pip install -e '.[bench]'   # its question sets come from bench_peers.py (imports bm25s)
+    pip install -e '.[bench]'   # its default question sets come from bench_peers.py (imports bm25s);
+                                # eval/train_ranker.py passes its own sets and needs neither
     INFRA_RAG_HOME=/tmp/rh python eval/sweep_fusion.py --version V [--cache F] [--grid small|full]
 """
 
@@ -19,8 +20,6 @@ import itertools
 import json
 import pickle
 from pathlib import Path
-
-from bench_peers import load_questions  # eval/ is on sys.path when run as a script
 
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.operate.home import DataHome
@@ -36,20 +35,23 @@ GRIDS = {
 }
 
 
-def collect(home: DataHome, version: str) -> dict:
-    """Per question set (the peers benchmark's sets): relevant pages and the three candidate
-    lists, from the same searchers and boosts serving's ``hybrid-page`` uses."""
+def collect(home: DataHome, version: str, sets: dict[str, list] | None = None) -> dict:
+    """Per question set (default: the peers benchmark's sets): relevant pages and the three
+    candidate lists, from the same searchers and boosts serving's ``hybrid-page`` uses."""
     engine = QueryEngine(home, version)
     serving = engine.retriever("hybrid-page")
     if serving.page_searcher is None:
         raise SystemExit(f"version {version} has no page index: rebuild its lexical_index")
     boosts = dict(serving.config.boosts)
-    sets, _skipped = load_questions(home, version, None)
+    if sets is None:
+        from bench_peers import load_questions  # eval/ is on sys.path when run as a script; needs bm25s
+
+        sets, _skipped = load_questions(home, version, None)
     out = {"version": version, "doc_of": {c: row["doc_id"] for c, row in engine.catalog.items()}, "sets": {}}
     for name, records in sets.items():
         vectors = engine.embedder.encode([r.question for r in records])
         out["sets"][name] = [{
-            "relevant": list(r.relevant),
+            "id": r.id, "question": r.question, "relevant": list(r.relevant),
             "dense": serving.vector_searcher.search(v, DEPTH),
             "lexical": serving.lexical_searcher.search(r.question, DEPTH, boosts=boosts),
             "pages": serving.page_searcher.search(r.question, DEPTH, boosts=boosts),

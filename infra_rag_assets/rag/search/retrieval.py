@@ -32,6 +32,8 @@ from .answerability import DEFAULT_RULE, AnswerabilityRule, unanswerable_reason
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
 from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
+from .ranker import Ranker, load_ranker, rank_chunks
+from .ranker_features import FusionSettings, page_candidates
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
     NAMED_CONFIGS,
@@ -98,6 +100,7 @@ class Retriever:
         self._load_reranker = reranker_loader or load_cross_encoder
         self._reranker: Any = None
         self._reranker_error = ""  # a failed load is remembered, not retried per query
+        self._ranker: Ranker | None = None  # fusion="learned": loaded on first use
 
     def search(self, question: str, *, k: int = 10, filters: dict | None = None) -> RetrievalResult:
         if not question or not question.strip():
@@ -116,7 +119,8 @@ class Retriever:
             result.abstained, result.abstain_reason = True, reason
         else:
             t0 = time.perf_counter()
-            fused = self._with_page_terms(question, self._fuse(dense, lexical), dense, result)
+            fused = (self._learned(question, dense, lexical, result) if cfg.fusion == "learned" and cfg.mode == "hybrid"
+                     else self._with_page_terms(question, self._fuse(dense, lexical), dense, result))
             timings["fuse"] = _ms(t0) - timings["page"]
             result.hits = self._hits(fused, dense, lexical, result)
             hits = self._rerank(question, result.hits, result)
@@ -167,17 +171,30 @@ class Retriever:
         cfg = self.config
         if not (cfg.page_weight or cfg.page_dense_weight) or not fused:
             return fused
-        page_lexical: Ranking = []
-        if cfg.uses_page_index:
-            if self.page_searcher is None:
-                _degrade(result, "no page index for this version; page term skipped")
-            else:
-                t0 = time.perf_counter()
-                # Unfiltered on purpose: it only re-weights candidates that already passed the filters.
-                page_lexical = self.page_searcher.search(question, cfg.page_depth, boosts=dict(cfg.boosts) or None)
-                result.timings_ms["page"] = _ms(t0)
+        page_lexical = self._page_lexical(question, result) if cfg.uses_page_index else []
         return add_page_terms(fused, self._page_of, page_lexical=page_lexical, page_weight=cfg.page_weight,
                               dense=dense, page_dense_weight=cfg.page_dense_weight)
+
+    def _page_lexical(self, question: str, result: RetrievalResult) -> Ranking:
+        """The page index's (page id, BM25) ranking; none (and degraded) for versions without one."""
+        if self.page_searcher is None:
+            _degrade(result, "no page index for this version; page term skipped")
+            return []
+        t0 = time.perf_counter()
+        # Unfiltered on purpose: it only re-weights candidates that already passed the filters.
+        ranking = self.page_searcher.search(question, self.config.page_depth, boosts=dict(self.config.boosts) or None)
+        result.timings_ms["page"] = _ms(t0)
+        return ranking
+
+    def _learned(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult) -> Ranking:
+        """Candidate pages scored by the learned ranker; each page's chunks in hybrid-page order."""
+        cfg = self.config
+        if self._ranker is None:
+            self._ranker = load_ranker(cfg.ranker)
+        fusion = FusionSettings(cfg.alpha, cfg.page_weight, cfg.page_dense_weight)
+        candidates = page_candidates(question, dense, lexical, self._page_lexical(question, result),
+                                     self.catalog, fusion)
+        return rank_chunks(candidates, self._ranker, cfg.max_per_page)
 
     def _page_of(self, chunk_id: str) -> str | None:
         row = self.catalog.get(chunk_id)

@@ -21,7 +21,7 @@ class RetrievalConfig:
 
     name: str = "hybrid-weighted"
     mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
-    fusion: Literal["rrf", "weighted"] = "weighted"
+    fusion: Literal["rrf", "weighted", "learned"] = "weighted"
     rrf_k: int = 60
     alpha: float = 0.5
     depth: int = 50
@@ -39,6 +39,9 @@ class RetrievalConfig:
     # corpus lacks. Left out of config_hash at False, like the page knobs at their defaults.
     calibrated_floor: bool = False
     answerability: bool = False
+    # fusion="learned": JSON weights of a ranker (rag/search/ranker.py) over candidate pages; a
+    # relative path is resolved against this package's rankers/ directory.
+    ranker: str = ""
 
     def __post_init__(self) -> None:
         # Normalised so equal configs hash equally (boost order, 1 vs 1.0, "60" from a CLI flag).
@@ -53,7 +56,8 @@ class RetrievalConfig:
             object.__setattr__(self, name, value)
         problems = [
             self.mode not in ("dense", "lexical", "hybrid") and f"mode {self.mode!r}",
-            self.fusion not in ("rrf", "weighted") and f"fusion {self.fusion!r}",
+            self.fusion not in ("rrf", "weighted", "learned") and f"fusion {self.fusion!r}",
+            (self.fusion == "learned") != bool(self.ranker) and "fusion 'learned' needs a ranker (and only it)",
             not 0.0 <= self.alpha <= 1.0 and f"alpha {self.alpha} outside [0, 1]",
             min(self.rrf_k, self.depth, self.rerank_depth, self.page_depth) < 1
             and "rrf_k/depth/rerank_depth/page_depth must be >= 1",
@@ -82,7 +86,7 @@ class RetrievalConfig:
 
     @property
     def uses_page_index(self) -> bool:
-        return self.page_weight > 0 and self.mode != "dense"
+        return (self.page_weight > 0 or self.fusion == "learned") and self.mode != "dense"
 
     def config_hash(self) -> str:
         """sha256 (16 hex) of every knob except ``name``: renaming a config keeps its results.
@@ -94,7 +98,7 @@ class RetrievalConfig:
 
 
 _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 100, "max_per_page": 0,
-                  "calibrated_floor": False, "answerability": False}
+                  "calibrated_floor": False, "answerability": False, "ranker": ""}
 
 
 # Defaults measured on the eval sets (k8s-docs-rag-bench eval split, 557 covered questions, plus
@@ -116,6 +120,7 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 #   (answerability.py), which is what catches the near misses.
 DEFAULT_FLOOR = 0.35
 CALIBRATED = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
+LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py)
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
 NAMED_CONFIGS: dict[str, RetrievalConfig] = {
     c.name: c
@@ -126,6 +131,11 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
         RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, **CALIBRATED),
         RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
                         page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED),
+        # hybrid-page's candidates and scores as features of a learned page ranker (ranker.py),
+        # trained on the k8s train split; one chunk per page before the next page.
+        RetrievalConfig(name="hybrid-learned", fusion="learned", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
+                        page_dense_weight=0.1, max_per_page=1, ranker=LEARNED_RANKER, answerability=True,
+                        **CALIBRATED),
         # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
         RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
                         page_dense_weight=0.1, max_per_page=2, rerank=True, answerability=True, **CALIBRATED),

@@ -1,0 +1,173 @@
+"""Train the learned ranker (``rag/search/ranker.py``) on the k8s TRAIN split of one index
+version's candidates, and report it beside ``hybrid-page`` on the eval split and our own set.
+
+Candidates are cached once per version (``sweep_fusion.collect``: dense, lexical and page-index
+lists at depth 100 from the serving searchers), then features, fit and every ablation replay
+in seconds. Train questions fit the ranker; the eval split and own set only report. The
+held-out test split of the benchmark is never read.
+
+    INFRA_RAG_HOME=/work/home python eval/train_ranker.py --version V --cache /tmp/cands.pkl \
+        [--out ranker.json] [--ablation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from sweep_fusion import collect  # eval/ is on sys.path when run as a script
+
+from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
+from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
+from infra_rag_assets.rag.index.serving_snapshot import read_catalog
+from infra_rag_assets.rag.operate.home import DataHome
+from infra_rag_assets.rag.search.fusion import cap_per_page
+from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
+from infra_rag_assets.rag.search.ranker_features import GROUPS, FusionSettings, hybrid_page_scores, page_candidates
+
+ROOT = Path(__file__).resolve().parents[1]
+_FUSION = FusionSettings()
+TRAIN_SPEC = ROOT / "eval" / "benchmarks" / "k8s_bench_train.yaml"
+
+
+def known_doc_ids(home: DataHome, version: str) -> set[str]:
+    """The version's page records (as eval_run's coverage), read without a write lock."""
+    con = duckdb.connect(str(home.root / "warehouse.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT doc_id FROM documents WHERE index_version = ?", [version]).fetchall()
+    finally:
+        con.close()
+    return {d for (d,) in rows}
+
+
+def question_sets(home: DataHome, version: str) -> dict[str, list]:
+    """train (fit only), k8s_eval (covered, report), own_answerable (report)."""
+    known = known_doc_ids(home, version)
+    train, _ = coverage(load_benchmark(TRAIN_SPEC, ROOT).records, known)
+    evals, _ = coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)
+    own = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]
+    return {"train": [r for r in train if r.relevant], "k8s_eval": evals, "own_answerable": own}
+
+
+def cached(home: DataHome, version: str, path: Path | None) -> dict:
+    if path and path.exists():
+        return pickle.loads(path.read_bytes())
+    t0 = time.perf_counter()
+    data = collect(home, version, question_sets(home, version))
+    data["seconds_collect"] = round(time.perf_counter() - t0, 1)
+    print(f"cached {sum(len(v) for v in data['sets'].values())} questions in {data['seconds_collect']} s")
+    if path:
+        path.write_bytes(pickle.dumps(data))
+    return data
+
+
+DEPTH, PAGE_DEPTH, K = 50, 100, 10  # serving's candidates per side, pages asked, chunks returned
+ABLATION = [("base",), ("base", "dense", "lexical", "page"), ("base", "dense", "lexical", "page", "agree"),
+            ("base", "dense", "lexical", "page", "agree", "intent"),
+            ("base", "dense", "lexical", "page", "agree", "intent", "type"),
+            ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"), tuple(GROUPS)]
+
+
+def questions(data: dict, name: str, catalog: dict) -> list[dict]:
+    """Per question: its candidate pages with features, labels, and the hybrid-page chunk order."""
+    page_of = lambda cid: catalog[cid]["doc_id"] if cid in catalog else None  # noqa: E731
+    out = []
+    for q in data["sets"][name]:
+        dense, lexical, pages = q["dense"][:DEPTH], q["lexical"][:DEPTH], q["pages"][:PAGE_DEPTH]
+        cands = page_candidates(q["question"], dense, lexical, pages, catalog)
+        relevant = set(q["relevant"])
+        labels = np.array([float(p in relevant) for p in cands.pages])
+        baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, _FUSION)]
+        out.append({"cands": cands, "labels": labels, "relevant": relevant,
+                    "baseline": cap_per_page(baseline, page_of, 2), "page_of": page_of})
+    return out
+
+
+def metrics(qs: list[dict], ranker: Ranker | None, max_per_page: int = 2) -> dict[str, float]:
+    """Page-level MRR@10 / hit@1 / hit@5 / hit@10 of the top K chunks, as eval_run scores them."""
+    ranks = []
+    for q in qs:
+        chunks = q["baseline"] if ranker is None else [c for c, _ in rank_chunks(q["cands"], ranker, max_per_page)]
+        ranks.append(rank_of_first_relevant([q["page_of"](c) for c in chunks[:K]], q["relevant"]))
+    n = len(ranks)
+    return {"mrr@10": sum(reciprocal_rank(r, K) for r in ranks) / n,
+            **{f"hit@{k}": sum(r is not None and r <= k for r in ranks) / n for k in (1, 5, 10)}}
+
+
+def fit_groups(train: list[dict], names, settings: FitSettings | None = None) -> Ranker:
+    return fit([(q["cands"].features, q["labels"]) for q in train if len(q["labels"])], names,
+               settings or FitSettings())
+
+
+def report(label: str, sets: dict[str, list[dict]], ranker: Ranker | None, max_per_page: int = 2) -> None:
+    cells = []
+    for name in ("k8s_eval", "own_answerable", "train"):
+        m = metrics(sets[name], ranker, max_per_page)
+        cells.append(f"{m['mrr@10']:.3f} / {m['hit@1']:.3f} / {m['hit@5']:.3f} / {m['hit@10']:.3f}")
+    print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+
+
+def ablation(sets: dict[str, list[dict]], max_per_page: int) -> Ranker:
+    """Fit one ranker per cumulative feature group set; print the table; return the last."""
+    print("| ranker | k8s eval MRR@10 / hit@1 / hit@5 / hit@10 | own | train |\n|---|---|---|---|")
+    report("hybrid-page (replayed)", sets, None)
+    for groups in ABLATION:
+        names = [n for g in groups for n in GROUPS[g]]
+        t0 = time.perf_counter()
+        ranker = fit_groups(sets["train"], names)
+        report(f"{'+'.join(groups)} ({time.perf_counter() - t0:.1f} s fit)", sets, ranker, max_per_page)
+    return ranker
+
+
+def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) -> None:
+    """The real retriever path (QueryEngine.search, as eval_run and serving run it):
+    hybrid-page vs the learned config with ``ranker_path`` on the eval split and own set."""
+    import dataclasses
+
+    from infra_rag_assets.rag.evaluate.evaluation import run_benchmark
+    from infra_rag_assets.rag.search.engine import QueryEngine, single_thread_queries
+    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+
+    single_thread_queries()
+    engine = QueryEngine(home, version)
+    learned = dataclasses.replace(NAMED_CONFIGS["hybrid-learned"], name="learned", ranker=str(ranker_path.resolve()),
+                                  max_per_page=max_per_page)
+    known = known_doc_ids(home, version)
+    for name in ("k8s_bench_eval", "own_labelled"):
+        run = run_benchmark(engine, load_benchmark(name, ROOT), known, ["hybrid-page", learned])
+        for regime, summaries in run.summaries.items():
+            o = summaries[0]
+            print(f"confirm {name} {regime}: n={o['n_answerable']} MRR@10 {o['mrr@10']:.3f} hit@1 {o['hit@1']:.3f} "
+                  f"hit@5 {o['hit@5']:.3f} hit@10 {o['hit@10']:.3f} abst.recall {o.get('abstention_recall')} "
+                  f"p50 {o['latency_p50_ms']:.0f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--cache", type=Path)
+    ap.add_argument("--max-per-page", type=int, default=1, help="chunks per page before the next page (learned)")
+    ap.add_argument("--out", type=Path, help="write the all-groups ranker's JSON here")
+    ap.add_argument("--confirm", action="store_true", help="then score --out through QueryEngine (slow)")
+    args = ap.parse_args()
+    home = DataHome.at()
+    data = cached(home, args.version, args.cache)
+    catalog = read_catalog(home.serving_root(), args.version)
+    t0 = time.perf_counter()
+    sets = {name: questions(data, name, catalog) for name in ("train", "k8s_eval", "own_answerable")}
+    print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
+    ranker = ablation(sets, args.max_per_page)
+    if args.out:
+        meta = {**ranker.meta, "index_version": args.version, "trained_on": "k8s_bench_train",
+                "train_questions_with_candidates": sum(1 for q in sets["train"] if q["labels"].any())}
+        Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights, meta=meta).save(args.out)
+        if args.confirm:
+            confirm(home, args.version, args.out, args.max_per_page)
+
+
+if __name__ == "__main__":
+    main()

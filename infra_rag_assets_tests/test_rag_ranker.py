@@ -1,0 +1,180 @@
+"""Learned ranker: features by hand, fit on a tiny synthetic set, ordering, JSON round-trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
+from infra_rag_assets.rag.search.ranker_features import (
+    FEATURE_NAMES,
+    GROUPS,
+    is_definitional,
+    page_candidates,
+    page_type,
+)
+
+CATALOG = {
+    "c1": {"doc_id": "k:concepts_scheduling_pod-priority", "title": "Pod Priority and Preemption",
+           "section_path": "Pod Priority and Preemption › PriorityClass", "page_kind": "concept",
+           "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/"},
+    "c2": {"doc_id": "k:concepts_scheduling_pod-priority", "title": "Pod Priority and Preemption",
+           "section_path": "Pod Priority and Preemption › Preemption", "page_kind": "concept",
+           "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/"},
+    "r1": {"doc_id": "k:reference_kubernetes-api_priority-class-v1", "title": "PriorityClass",
+           "section_path": "PriorityClass", "page_kind": "reference",
+           "url": "https://kubernetes.io/docs/reference/kubernetes-api/priority-class-v1/"},
+    "g1": {"doc_id": "k:reference_glossary_priority", "title": "Pod Priority", "section_path": "Pod Priority",
+           "page_kind": "glossary", "url": "https://kubernetes.io/docs/reference/glossary/"},
+    "p1": {"doc_id": "k:concepts_scheduling", "title": "Scheduling", "section_path": "Scheduling",
+           "page_kind": "concept", "url": "https://kubernetes.io/docs/concepts/scheduling/"},
+}
+DENSE = [("r1", 0.8), ("c1", 0.7), ("g1", 0.6), ("p1", 0.5)]
+LEXICAL = [("c2", 12.0), ("r1", 10.0), ("c1", 4.0)]
+PAGES = [("k:concepts_scheduling_pod-priority", 9.0), ("k:reference_kubernetes-api_priority-class-v1", 3.0)]
+QUESTION = "What is a PriorityClass?"
+
+
+def col(name: str) -> int:
+    return FEATURE_NAMES.index(name)
+
+
+def test_feature_names_are_grouped_and_unique():
+    assert len(FEATURE_NAMES) == len(set(FEATURE_NAMES)) == sum(map(len, GROUPS.values()))
+
+
+def test_definitional_questions():
+    assert is_definitional("What is a PriorityClass?") and is_definitional("what are taints")
+    assert is_definitional("What does the kube-proxy do?") and is_definitional("Define a Pod")
+    assert not is_definitional("How do I drain a node?") and not is_definitional("What happens when a pod dies?")
+
+
+def test_page_types():
+    assert page_type(CATALOG["g1"]) == "glossary" and page_type(CATALOG["r1"]) == "api"
+    assert page_type(CATALOG["c1"]) == "concept" and page_type({"page_kind": "guide", "url": ""}) == "other"
+
+
+def test_features_by_hand():
+    cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
+    concept, api, glossary, parent = (cands.pages.index(p) for p in (
+        "k:concepts_scheduling_pod-priority", "k:reference_kubernetes-api_priority-class-v1",
+        "k:reference_glossary_priority", "k:concepts_scheduling"))
+    x = cands.features
+    assert x.shape == (4, len(FEATURE_NAMES))
+    assert set(cands.chunks[cands.pages[concept]]) == {"c1", "c2"}
+    assert x[api, col("d_cos")] == pytest.approx(0.8) and x[api, col("d_rrank")] == 1.0
+    assert x[concept, col("l_count")] == pytest.approx(np.log1p(2)) and x[concept, col("l_ratio")] == 1.0
+    assert x[concept, col("p_ratio")] == 1.0 and x[glossary, col("p_rrank")] == 0.0
+    assert x[api, col("both")] == 1.0 and x[glossary, col("both")] == 0.0
+    # The API page is titled exactly the question's subject; the concept page only mentions it.
+    assert x[api, col("title_in_q")] == 1.0 and x[api, col("def_title_in_q")] == 1.0
+    assert x[concept, col("title_in_q")] == 0.0 and x[concept, col("head_cover")] == 1.0
+    assert x[api, col("t_api")] == 1.0 and x[api, col("def_api")] == 1.0 and x[glossary, col("t_glossary")] == 1.0
+    assert x[parent, col("children")] == pytest.approx(np.log1p(1)) and x[concept, col("has_parent")] == 1.0
+    assert np.all(x[:, col("def_q")] == 1.0)
+
+
+def test_no_candidates():
+    cands = page_candidates(QUESTION, [], [], [], CATALOG)
+    assert cands.pages == [] and cands.features.shape == (0, len(FEATURE_NAMES))
+
+
+def synthetic(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Questions whose relevant page is the one with the highest ``l_mm`` minus ``t_api``."""
+    rng = np.random.default_rng(seed)
+    groups = []
+    for _ in range(n):
+        x = rng.random((8, len(FEATURE_NAMES)))
+        x[:, col("t_api")] = rng.integers(0, 2, 8)
+        y = np.zeros(8)
+        y[int(np.argmax(x[:, col("l_mm")] - x[:, col("t_api")]))] = 1.0
+        groups.append((x, y))
+    return groups
+
+
+def test_fit_learns_the_signal_deterministically():
+    train, test = synthetic(200), synthetic(100, seed=1)
+    settings = FitSettings(steps=200)
+    ranker = fit(train, settings=settings)
+    assert ranker == fit(train, settings=settings)  # same data, same weights
+    w = dict(zip(ranker.feature_names, ranker.weights))
+    assert w["l_mm"] > 0 > w["t_api"] and abs(w["d_cos"]) < w["l_mm"] / 3
+    top1 = np.mean([y[ranker.order(x)[0]] for x, y in test])
+    assert top1 > 0.8
+
+
+def test_fit_on_a_feature_subset_and_apply_order():
+    ranker = fit(synthetic(100), ["l_mm", "t_api"], FitSettings(steps=100))
+    assert ranker.feature_names == ("l_mm", "t_api")
+    x = np.zeros((3, len(FEATURE_NAMES)))
+    x[:, col("l_mm")] = [0.5, 0.55, 0.9]
+    x[:, col("t_api")] = [0, 1, 0]
+    assert ranker.order(x) == [2, 0, 1]
+
+
+def test_rank_chunks_groups_pages_in_learned_order():
+    cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
+    ranker = Ranker(("p_ratio",), (0.0,), (1.0,), (1.0,))
+    ranked = [c for c, _ in rank_chunks(cands, ranker, max_per_page=1)]
+    assert ranked[0] in ("c1", "c2") and ranked[1] == "r1" and sorted(ranked) == ["c1", "c2", "g1", "p1", "r1"]
+    assert ranked[-1] in ("c1", "c2")  # the page's second chunk goes behind every page's first
+    both = [c for c, _ in rank_chunks(cands, ranker, max_per_page=2)]
+    assert sorted(both[:2]) == ["c1", "c2"] and both[2] == "r1"
+
+
+def test_save_load_round_trip(tmp_path):
+    ranker = fit(synthetic(50), ["l_mm", "t_api", "d_cos"], FitSettings(steps=50))
+    path = tmp_path / "ranker.json"
+    ranker.save(path)
+    again = Ranker.load(path)
+    assert again == ranker and again.hash == ranker.hash and again.meta["questions"] == 50
+    data = json.loads(path.read_text())
+    data["weights"][0] += 1.0
+    with pytest.raises(ValueError, match="hash"):
+        Ranker.from_dict(data)
+    with pytest.raises(ValueError, match="unknown features"):
+        Ranker(("nope",), (0.0,), (1.0,), (1.0,))
+
+
+def test_learned_fusion_through_the_retriever(built_index, tmp_path):
+    """On the fixture index: a ranker that weights only the hybrid-page score returns pages in
+    hybrid-page's order, each page's chunks together and capped."""
+    import dataclasses
+
+    from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+    from infra_rag_assets.rag.evaluate.metrics import page_ranking
+    from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
+
+    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
+    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    catalog = catalog_from_rows(frame.iter_rows(named=True))
+    embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
+    path = tmp_path / "ranker.json"
+    Ranker(("hp_score",), (0.0,), (1.0,), (1.0,)).save(path)
+    page = NAMED_CONFIGS["hybrid-page"]
+    learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(path))
+    question = "How do I roll back a Deployment to a previous revision?"
+    runs = [open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, c)
+            .search(question, k=6) for c in (page, learned)]
+    assert not runs[1].degraded and runs[1].timings_ms["page"] > 0
+    pages = [page_ranking(h.doc_id for h in run.hits) for run in runs]
+    assert pages[1][:3] == pages[0][:3]
+    docs = [h.doc_id for h in runs[1].hits]
+    assert docs[0] == docs[1] == "kubernetes:concepts_workloads_controllers_deployment"
+    head = docs[: len(set(docs)) * 2]  # a small corpus runs out of pages: overflow chunks come last
+    assert all(head.count(p) <= 2 for p in head)
+    assert learned.config_hash() != page.config_hash()
+    with pytest.raises(ValueError, match="needs a ranker"):
+        dataclasses.replace(page, fusion="learned")
+
+
+def test_shipped_ranker_loads_for_the_named_config():
+    from infra_rag_assets.rag.search.ranker import load_ranker
+    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+
+    config = NAMED_CONFIGS["hybrid-learned"]
+    ranker = load_ranker(config.ranker)
+    assert config.fusion == "learned" and config.uses_page_index
+    assert set(ranker.feature_names) <= set(FEATURE_NAMES) and ranker.meta["trained_on"] == "k8s_bench_train"
