@@ -25,8 +25,9 @@ from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, recipr
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 from infra_rag_assets.rag.search.fusion import add_page_terms, cap_per_page, weighted_fuse
+from infra_rag_assets.rag.search.ranker_training import CACHE_DEPTH, candidate_lists
 
-DEPTH = 100  # cached per side; settings use <= this
+DEPTH = CACHE_DEPTH  # cached per side; settings use <= this
 GRIDS = {
     "small": {"alpha": [0.3], "page_weight": [0.0, 0.3, 0.5, 0.7], "page_dense_weight": [0.0, 0.1],
               "max_per_page": [0, 2], "depth": [50]},
@@ -39,23 +40,16 @@ def collect(home: DataHome, version: str, sets: dict[str, list] | None = None) -
     """Per question set (default: the peers benchmark's sets): relevant pages and the three
     candidate lists, from the same searchers and boosts serving's ``hybrid-page`` uses."""
     engine = QueryEngine(home, version)
-    serving = engine.retriever("hybrid-page")
-    if serving.page_searcher is None:
-        raise SystemExit(f"version {version} has no page index: rebuild its lexical_index")
-    boosts = dict(serving.config.boosts)
     if sets is None:
         from bench_peers import load_questions  # eval/ is on sys.path when run as a script; needs bm25s
 
         sets, _skipped = load_questions(home, version, None)
     out = {"version": version, "doc_of": {c: row["doc_id"] for c, row in engine.catalog.items()}, "sets": {}}
-    for name, records in sets.items():
-        vectors = engine.embedder.encode([r.question for r in records])
-        out["sets"][name] = [{
-            "id": r.id, "question": r.question, "relevant": list(r.relevant),
-            "dense": serving.vector_searcher.search(v, DEPTH),
-            "lexical": serving.lexical_searcher.search(r.question, DEPTH, boosts=boosts),
-            "pages": serving.page_searcher.search(r.question, DEPTH, boosts=boosts),
-        } for r, v in zip(records, vectors)]
+    try:
+        for name, records in sets.items():
+            out["sets"][name] = candidate_lists(engine, records, depth=DEPTH)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     return out
 
 

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import duckdb
-import numpy as np
 from sweep_fusion import collect  # eval/ is on sys.path when run as a script
 
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
@@ -27,7 +26,8 @@ from infra_rag_assets.rag.index.serving_snapshot import read_catalog
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.fusion import cap_per_page
 from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
-from infra_rag_assets.rag.search.ranker_features import GROUPS, FusionSettings, hybrid_page_scores, page_candidates
+from infra_rag_assets.rag.search.ranker_features import GROUPS, FusionSettings, hybrid_page_scores
+from infra_rag_assets.rag.search.ranker_training import DEPTH, PAGE_DEPTH, labelled_candidates
 
 ROOT = Path(__file__).resolve().parents[1]
 _FUSION = FusionSettings()
@@ -65,7 +65,7 @@ def cached(home: DataHome, version: str, path: Path | None) -> dict:
     return data
 
 
-DEPTH, PAGE_DEPTH, K = 50, 100, 10  # serving's candidates per side, pages asked, chunks returned
+K = 10  # chunks returned
 ABLATION = [("base",), ("base", "dense", "lexical", "page"), ("base", "dense", "lexical", "page", "agree"),
             ("base", "dense", "lexical", "page", "agree", "intent"),
             ("base", "dense", "lexical", "page", "agree", "intent", "type"),
@@ -78,9 +78,8 @@ def questions(data: dict, name: str, catalog: dict) -> list[dict]:
     out = []
     for q in data["sets"][name]:
         dense, lexical, pages = q["dense"][:DEPTH], q["lexical"][:DEPTH], q["pages"][:PAGE_DEPTH]
-        cands = page_candidates(q["question"], dense, lexical, pages, catalog)
+        cands, labels = labelled_candidates(q, catalog)
         relevant = set(q["relevant"])
-        labels = np.array([float(p in relevant) for p in cands.pages])
         baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, _FUSION)]
         out.append({"cands": cands, "labels": labels, "relevant": relevant,
                     "baseline": cap_per_page(baseline, page_of, 2), "page_of": page_of})

@@ -11,10 +11,11 @@ import dagster as dg
 
 from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources, traces
 from .defs.calibration import abstention_calibration
+from .defs.page_ranker import page_ranker
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
 ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          abstention_calibration, evaluation.eval_run, release.release, release.serving_release,
+          abstention_calibration, page_ranker, evaluation.eval_run, release.release, release.serving_release,
           traces.served_traces]
 
 defs = dg.Definitions(

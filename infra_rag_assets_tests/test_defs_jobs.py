@@ -28,7 +28,7 @@ def test_stage_order_is_the_graphs_topological_order():
 @pytest.mark.parametrize("through, start, expected, job", [
     ("documents", None, ["source_pages", "documents"], "build_documents"),
     ("indexes", None, ["source_pages", "documents", "chunks", "lexical_index", "vectors"], "build_indexes"),
-    ("release", "chunks", ["chunks", "lexical_index", "vectors", "abstention_calibration", "eval_run", "release"],
+    ("release", "chunks", ["chunks", "lexical_index", "vectors", "abstention_calibration", "page_ranker", "eval_run", "release"],
      "reindex"),
     ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
 ])
@@ -44,7 +44,7 @@ def test_selections_come_from_upstream_and_downstream(through, start, expected, 
 def test_serving_and_training_stay_out_of_build_jobs():
     graph = defs.resolve_asset_graph()
     build_jobs = [j for j in defs.jobs if j.name.startswith("build_") or j.name == "reindex"]
-    assert len(build_jobs) == 9
+    assert len(build_jobs) == 10
     for job in build_jobs:
         keys = {k.to_user_string() for k in defs.resolve_job_def(job.name).asset_layer.selected_asset_keys}
         assert "serving_release" not in keys and "domain_model" not in keys

@@ -170,11 +170,11 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
         dataclasses.replace(page, fusion="learned")
 
 
-def test_shipped_ranker_loads_for_the_named_config():
+def test_shipped_base_model_ranker_loads():
     from infra_rag_assets.rag.search.ranker import load_ranker
-    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+    from infra_rag_assets.rag.search.retrieval_config import LEARNED_RANKER, NAMED_CONFIGS, VERSION_RANKER
 
-    config = NAMED_CONFIGS["hybrid-learned"]
-    ranker = load_ranker(config.ranker)
-    assert config.fusion == "learned" and config.uses_page_index
+    ranker = load_ranker(LEARNED_RANKER)
     assert set(ranker.feature_names) <= set(FEATURE_NAMES) and ranker.meta["trained_on"] == "k8s_bench_train"
+    config = NAMED_CONFIGS["hybrid-learned"]  # serves each version's own ranker (page_ranker asset)
+    assert config.fusion == "learned" and config.uses_page_index and config.ranker == VERSION_RANKER

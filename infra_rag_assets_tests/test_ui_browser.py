@@ -34,8 +34,8 @@ from conftest import make_fixture_corpus, write_fixture_sources
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ASSETS = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration", "eval_run",
-          "release"]
+ASSETS = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration", "page_ranker",
+          "eval_run", "release"]
 CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1600,1000"]

@@ -21,7 +21,8 @@ from .partitions import index_version
 from .reporting import floats, log_progress, md_table, run_link, ui_url
 from .resources import PROJECT_ROOT, RagStore
 
-UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration")
+UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration",
+            "page_ranker")
 # Headline numbers, emitted as float metadata (plotted across versions in the UI) by eval_run,
 # release and serving_release: (regime, slice, metric) as the gates name them.
 HEADLINE_METRICS = ("mrr@10", "hit@5", "latency_p95_ms", "abstention_recall")
@@ -51,7 +52,7 @@ class EvalRunConfig(dg.Config):
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["vectors", "lexical_index", "abstention_calibration"],
+    deps=["vectors", "lexical_index", "abstention_calibration", "page_ranker"],
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .benchmarks import Benchmark, BenchRecord, coverage
 from .metrics import answer_support, ndcg_at, rank_of_first_relevant, reciprocal_rank, summarize
 
-REGIMES = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page", "hybrid-rerank")
+REGIMES = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page", "hybrid-learned", "hybrid-rerank")
 SERVING = "serving"  # pseudo-regime: the config a release would serve, at its serving k
 SUPPORT_TOP_K = 5  # answer support is judged on the passages an answer would be built from
 SLICES = ("category", "project", "page_kind")

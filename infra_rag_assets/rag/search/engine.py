@@ -21,7 +21,9 @@ from ..operate.home import DataHome
 from .answerability import DEFAULT_RULE
 from .calibration import Calibration
 from .packing import PackedContext, pack_passages
+from .ranker import Ranker, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
+from .retrieval_config import VERSION_RANKER
 
 DEFAULT_CONFIG = "hybrid-page"
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
@@ -88,6 +90,8 @@ class QueryEngine:
         self.manifest = read_manifest(home.serving_root(), version)
         # None for versions built before calibration: their configs keep the fixed DEFAULT_FLOOR.
         self.calibration: Calibration | None = read_calibration(snapshot_dir(home.serving_root(), version))
+        # None for versions built before page_ranker: "version"-ranker configs serve hybrid-page's order.
+        self.ranker: Ranker | None = version_ranker(snapshot_dir(home.serving_root(), version))
         self.build_config = BuildConfig.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.embedder = shared_embedder(self.build_config.model_id)
@@ -132,10 +136,15 @@ class QueryEngine:
     def resolve(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> RetrievalConfig:
         """The config as this version runs it: a ``calibrated_floor`` config gets the version's
         calibrated floor (its own ``floor`` when the version has no calibration), so the floor
-        a result was judged at is in its config hash."""
+        a result was judged at is in its config hash; a ``ranker="version"`` config gets the
+        version's own ranker (named by its weights hash), or hybrid-page's order without one."""
         config = named_config(config) if isinstance(config, str) else config
         if config.calibrated_floor and config.floor is not None and self.calibration is not None:
-            return dataclasses.replace(config, floor=self.calibration.floor)
+            config = dataclasses.replace(config, floor=self.calibration.floor)
+        if config.fusion == "learned" and config.ranker == VERSION_RANKER:
+            # The weights' hash goes into the config (and so into every trace and eval row).
+            config = (dataclasses.replace(config, ranker=f"{VERSION_RANKER}:{self.ranker.hash}") if self.ranker
+                      else dataclasses.replace(config, fusion="weighted", ranker="", max_per_page=2))
         return config
 
     def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
@@ -147,7 +156,9 @@ class QueryEngine:
                 vector, lexical = self._searchers(config.mode)
                 self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
                                                   lexical_searcher=lexical, page_searcher=self._page_searcher(config),
-                                                  answerability_rule=rule)
+                                                  answerability_rule=rule,
+                                                  ranker=self.ranker if config.ranker.startswith(VERSION_RANKER)
+                                                  else None)
             return self._retrievers[key]
 
     def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,

@@ -156,6 +156,13 @@ def rank_chunks(candidates: PageCandidates, ranker: Ranker, max_per_page: int = 
 
 
 RANKERS_DIR = Path(__file__).resolve().parent / "rankers"
+RANKER_FILE = "ranker.json"  # in the version's serving snapshot directory
+
+
+def version_ranker(snapshot_dir: Path) -> Ranker | None:
+    """The ranker fitted for this version (None for versions built before page_ranker existed)."""
+    path = Path(snapshot_dir) / RANKER_FILE
+    return Ranker.load(path) if path.is_file() else None
 
 
 def load_ranker(path: str | Path) -> Ranker:

@@ -88,7 +88,8 @@ class Retriever:
 
     def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
                  lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None,
-                 page_searcher: Any = None, answerability_rule: AnswerabilityRule = DEFAULT_RULE) -> None:
+                 page_searcher: Any = None, answerability_rule: AnswerabilityRule = DEFAULT_RULE,
+                 ranker: Ranker | None = None) -> None:
         if config.mode in ("dense", "hybrid") and vector_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
         if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
@@ -100,7 +101,7 @@ class Retriever:
         self._load_reranker = reranker_loader or load_cross_encoder
         self._reranker: Any = None
         self._reranker_error = ""  # a failed load is remembered, not retried per query
-        self._ranker: Ranker | None = None  # fusion="learned": loaded on first use
+        self._ranker: Ranker | None = ranker  # fusion="learned": given (a version's own) or loaded on first use
 
     def search(self, question: str, *, k: int = 10, filters: dict | None = None) -> RetrievalResult:
         if not question or not question.strip():

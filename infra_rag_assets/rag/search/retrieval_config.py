@@ -120,7 +120,8 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 #   (answerability.py), which is what catches the near misses.
 DEFAULT_FLOOR = 0.35
 CALIBRATED = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
-LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py)
+LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py; base model only)
+VERSION_RANKER = "version"  # the served version's own ranker, fitted by the page_ranker asset
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
 NAMED_CONFIGS: dict[str, RetrievalConfig] = {
     c.name: c
@@ -132,9 +133,10 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
         RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
                         page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED),
         # hybrid-page's candidates and scores as features of a learned page ranker (ranker.py),
-        # trained on the k8s train split; one chunk per page before the next page.
+        # fitted per version on the k8s train split (page_ranker asset); one chunk per page
+        # before the next page. A version without its ranker serves hybrid-page's order.
         RetrievalConfig(name="hybrid-learned", fusion="learned", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
-                        page_dense_weight=0.1, max_per_page=1, ranker=LEARNED_RANKER, answerability=True,
+                        page_dense_weight=0.1, max_per_page=1, ranker=VERSION_RANKER, answerability=True,
                         **CALIBRATED),
         # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
         RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,

@@ -1,0 +1,90 @@
+"""page_ranker: the learned page ranker of one index version, fitted on its own candidates.
+
+After both indexes (it asks the version's QueryEngine for hybrid-page's candidates of labelled
+*train* questions), before eval_run (whose ``hybrid-learned`` regime, like serving, then ranks
+with it). Writes ``<home>/serving/<version>/ranker.json``. Fitting is content-addressed under
+``<home>/rankers/<key>.json`` (key: train questions, catalog, model weights, searchers, features
+and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~1,500
+questions. A rebuilt snapshot drops ranker.json, and the version serves hybrid-page's order
+until this asset runs again (it is downstream of lexical_index, so every build does).
+"""
+
+import dagster as dg
+import polars as pl
+
+from ..rag.evaluate.benchmarks import coverage, load_benchmark
+from ..rag.index.config import stable_hash
+from ..rag.index.serving_snapshot import snapshot_dir
+from ..rag.operate.files import write_json_atomic
+from ..rag.search.ranker import RANKER_FILE, FitSettings, Ranker
+from ..rag.search.ranker_features import FEATURE_NAMES
+from ..rag.search.retrieval_config import NAMED_CONFIGS
+from .partitions import index_version
+from .reporting import log_progress, md_table
+from .resources import PROJECT_ROOT, RagStore
+
+
+class PageRankerConfig(dg.Config):
+    train: str = "k8s_bench_train"  # TRAIN split only: the eval split and own set stay for reporting
+    max_questions: int = 1500  # seeded sample of covered train questions (all ~3,400: +~2 min, no gain measured)
+    min_questions: int = 50  # fewer covered train questions (a small or non-k8s corpus): no ranker is fitted
+    seed: int = 0
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["vectors", "lexical_index"],
+    group_name="evaluation",
+    kinds={"numpy"},
+    owners=["team:search-platform"],
+    description="Learned page ranker of this version: hybrid-page's candidates of a seeded sample of k8s "
+    "train questions, 36 page features, pairwise logistic fit. Written as ranker.json in the serving "
+    "snapshot, where the hybrid-learned config (CLI, service, eval_run) reads it. Content-addressed: "
+    "an unchanged rebuild reuses the weights.",
+)
+def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
+    from ..rag.search.engine import QueryEngine, one_torch_thread
+    from ..rag.search.ranker_training import candidate_lists, fit_version_ranker, sample
+
+    version = context.partition_key
+    home = store.data_home()
+    target = snapshot_dir(home.serving_root(), version) / RANKER_FILE
+    target.unlink(missing_ok=True)  # a stale ranker must not outlive this run
+    engine = QueryEngine(home, version)
+    benchmark = load_benchmark(config.train, PROJECT_ROOT)
+    covered, _ = coverage(benchmark.records, store.warehouse().doc_ids(version))
+    records = sample(covered, config.max_questions, config.seed)
+    if len(records) < config.min_questions:
+        why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"
+        context.log.warning(f"{version}: no ranker fitted, {why}")
+        return dg.MaterializeResult(metadata={"fitted": False, "reason": why},
+                                    data_version=dg.DataVersion(stable_hash(["unfitted", len(records)], 16)))
+    settings = FitSettings()
+    key = stable_hash({"train": benchmark.version_hash, "catalog": engine.manifest.catalog_sha256,
+                       "model": engine.embedder.weights_hash, "questions": [r.id for r in records],
+                       "searchers": NAMED_CONFIGS["hybrid-page"].config_hash(), "features": list(FEATURE_NAMES),
+                       "fit": settings.__dict__}, 16)
+    cached = home.root / "rankers" / f"{key}.json"
+    reused = cached.is_file()
+    if reused:
+        ranker = Ranker.load(cached)
+    else:
+        with one_torch_thread():  # query embedding as served (see engine.single_thread_queries)
+            candidates = candidate_lists(engine, records, progress=log_progress(context, "questions", 250))
+        ranker = fit_version_ranker(candidates, engine.catalog, settings=settings)
+        ranker = Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
+                        meta={**ranker.meta, "trained_on": config.train, "index_version": version})
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cached, ranker.to_dict())
+    write_json_atomic(target, ranker.to_dict())
+    weights = pl.DataFrame({"feature": ranker.feature_names, "weight": [round(w, 4) for w in ranker.weights]})
+    return dg.MaterializeResult(
+        metadata={"fitted": True, "ranker_hash": ranker.hash, "reused_existing": reused,
+                  "train_questions": len(records),
+                  "with_relevant_candidate": int(ranker.meta.get("questions_with_relevant_candidate", 0)),
+                  "pairs": int(ranker.meta.get("pairs", 0)),
+                  "loss": dg.MetadataValue.float(ranker.meta.get("loss", 0.0)),
+                  "largest_weights": md_table(weights.sort(pl.col("weight").abs(), descending=True), 12),
+                  "path": dg.MetadataValue.path(str(target))},
+        data_version=dg.DataVersion(ranker.hash),
+    )

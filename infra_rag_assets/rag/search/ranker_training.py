@@ -1,0 +1,74 @@
+"""Fit a version's own page ranker: the serving searchers' candidates for labelled train
+questions, their feature rows, then ``ranker.fit``.
+
+Why per version: the features include raw dense cosines and BM25 ratios, whose scales move
+with the embedding model (a domain-adapted model shifts the cosines) and the corpus, so
+weights fitted on one version's candidates must not be reused on another's. Shared by the
+``page_ranker`` asset and ``eval/train_ranker.py``; only the benchmark's *train* split is
+ever passed in.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .ranker import FitSettings, Ranker, fit
+from .ranker_features import FEATURE_NAMES, PageCandidates, page_candidates
+
+DEPTH, PAGE_DEPTH = 50, 100  # chunk candidates per side and pages asked: hybrid-page's own
+CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper settings
+
+
+def sample(records: Sequence[Any], max_questions: int, seed: int) -> list[Any]:
+    """A seeded sample of questions with relevant pages (all of them when ``max_questions`` is 0)."""
+    usable = [r for r in records if r.relevant]
+    if max_questions and len(usable) > max_questions:
+        usable = random.Random(seed).sample(usable, max_questions)
+    return usable
+
+
+def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
+                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    """Per question: id, text, relevant pages and the dense, lexical and page-index candidates
+    from the searchers and boosts ``hybrid-page`` serves with."""
+    serving = engine.retriever("hybrid-page")
+    if serving.page_searcher is None:
+        raise ValueError(f"version {engine.version} has no page index: rebuild its lexical_index")
+    boosts = dict(serving.config.boosts)
+    out = []
+    for start in range(0, len(records), 64):
+        batch = records[start:start + 64]
+        vectors = engine.embedder.encode([r.question for r in batch])
+        out += [{"id": r.id, "question": r.question, "relevant": list(r.relevant),
+                 "dense": serving.vector_searcher.search(v, depth),
+                 "lexical": serving.lexical_searcher.search(r.question, depth, boosts=boosts),
+                 "pages": serving.page_searcher.search(r.question, max(depth, PAGE_DEPTH), boosts=boosts)}
+                for r, v in zip(batch, vectors)]
+        if progress:
+            progress(len(out), len(records))
+    return out
+
+
+def labelled_candidates(item: dict, catalog: dict) -> tuple[PageCandidates, np.ndarray]:
+    """One question's candidate pages (feature rows) and 0/1 labels (page is relevant)."""
+    candidates = page_candidates(item["question"], item["dense"][:DEPTH], item["lexical"][:DEPTH],
+                                 item["pages"][:PAGE_DEPTH], catalog)
+    relevant = set(item["relevant"])
+    return candidates, np.array([float(p in relevant) for p in candidates.pages])
+
+
+def fit_version_ranker(candidates: Sequence[dict], catalog: dict, feature_names: Sequence[str] = FEATURE_NAMES,
+                       settings: FitSettings | None = None) -> Ranker:
+    """The ranker fitted on these questions' candidates (questions without candidates skipped)."""
+    groups = [labelled_candidates(item, catalog) for item in candidates]
+    usable = [(c.features, labels) for c, labels in groups if len(labels)]
+    if not usable:
+        raise ValueError("no train question has candidate pages in this version")
+    found = sum(bool(labels.any()) for _, labels in usable)
+    ranker = fit(usable, feature_names, settings)
+    return Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
+                  meta={**ranker.meta, "questions_with_relevant_candidate": found})
