@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from .defs.automation import CALLER_SERVES_TAG
+from .defs.operate.automation import CALLER_SERVES_TAG
 from .defs.partitions import index_version
 from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
 from .rag.index.config import claim_version

@@ -98,7 +98,7 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
 
 
 def _materializations(instance, version: str) -> list[dict]:
-    from .defs.evaluation import UPSTREAM, upstream_lineage
+    from .defs.evaluate.evaluation import UPSTREAM, upstream_lineage
 
     return upstream_lineage(instance, version, (*UPSTREAM, "eval_run", "release"))
 

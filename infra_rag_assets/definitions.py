@@ -9,10 +9,14 @@ run queue) and override resource fields with run config, never with other object
 
 import dagster as dg
 
-from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources, traces
-from .defs.calibration import abstention_calibration
-from .defs.page_ranker import page_ranker
+from .defs import jobs
+from .defs.evaluate import evaluation
+from .defs.index import chunks, indexes
+from .defs.ingest import documents, sources
+from .defs.operate import automation, operations, release, traces
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
+from .defs.search.calibration import abstention_calibration
+from .defs.search.page_ranker import page_ranker
 
 ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
           abstention_calibration, page_ranker, evaluation.eval_run, release.release, release.serving_release,

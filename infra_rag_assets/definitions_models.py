@@ -8,7 +8,7 @@ from its own job, ``train_domain_model``.
 
 import dagster as dg
 
-from .defs import models
+from .defs.index import models
 from .defs.resources import RagStore
 
 COST = "EXPENSIVE: ~30 min of both CPU cores (fine-tunes the embedding model). "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from infra_rag_assets.builds import INDEX_STAGES, materialize_version
-from infra_rag_assets.defs.automation import sources_changed
+from infra_rag_assets.defs.operate.automation import sources_changed
 from infra_rag_assets.defs.resources import EmbedderResource
 
 

@@ -8,7 +8,7 @@ import json
 import dagster as dg
 
 from infra_rag_assets.builds import materialize_version
-from infra_rag_assets.defs.evaluation import EvalRunConfig, experiment_configs
+from infra_rag_assets.defs.evaluate.evaluation import EvalRunConfig, experiment_configs
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine

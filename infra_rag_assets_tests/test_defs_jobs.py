@@ -28,8 +28,8 @@ def test_stage_order_is_the_graphs_topological_order():
 @pytest.mark.parametrize("through, start, expected, job", [
     ("documents", None, ["source_pages", "documents"], "build_documents"),
     ("indexes", None, ["source_pages", "documents", "chunks", "lexical_index", "vectors"], "build_indexes"),
-    ("release", "chunks", ["chunks", "lexical_index", "vectors", "abstention_calibration", "page_ranker", "eval_run", "release"],
-     "reindex"),
+    ("release", "chunks", ["chunks", "lexical_index", "vectors", "abstention_calibration", "page_ranker", "eval_run",
+                           "release"], "reindex"),
     ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
 ])
 def test_selections_come_from_upstream_and_downstream(through, start, expected, job):

@@ -159,7 +159,7 @@ def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
 
 def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     """serve_approved_builds: a reindex run (not in-process) that approved its version → release_version."""
-    from infra_rag_assets.defs.automation import CALLER_SERVES_TAG, serve_approved_builds
+    from infra_rag_assets.defs.operate.automation import CALLER_SERVES_TAG, serve_approved_builds
 
     instance, store, settings, version, bench = env
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from infra_rag_assets.defs.indexes import lexical_index, vectors
+from infra_rag_assets.defs.index.indexes import lexical_index, vectors
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "deploy" / "dagster.production.yaml"

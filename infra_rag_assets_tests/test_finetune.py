@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from infra_rag_assets.defs.models import domain_model
+from infra_rag_assets.defs.index.models import domain_model
 from infra_rag_assets.defs.resources import RagStore
 from infra_rag_assets.rag.index.corpus_chunks import embed_input
 from infra_rag_assets.rag.index.embedding import Embedder
@@ -143,7 +143,7 @@ def test_dense_negatives_are_the_models_top_other_page_chunk(built_index, train_
 
 
 def test_dense_negatives_change_the_model_address_but_bm25_keeps_old_ones():
-    from infra_rag_assets.defs.models import DomainModelConfig, model_key
+    from infra_rag_assets.defs.index.models import DomainModelConfig, model_key
 
     lineage = {"train_data_hash": "t", "chunks_version": "c", "base_weights_hash": "b"}
     bm25, dense = DomainModelConfig(train_split="x"), DomainModelConfig(train_split="x", negatives="dense")

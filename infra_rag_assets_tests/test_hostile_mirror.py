@@ -306,7 +306,7 @@ def test_cli_config_errors_are_one_line_and_register_nothing(tmp_path, monkeypat
 def test_sensor_skips_a_broken_sources_file_and_registers_nothing(tmp_path):
     import dagster as dg
 
-    from infra_rag_assets.defs.automation import sources_changed
+    from infra_rag_assets.defs.operate.automation import sources_changed
     from infra_rag_assets.defs.resources import BuildSettings, RagStore
 
     (tmp_path / "empty").mkdir()

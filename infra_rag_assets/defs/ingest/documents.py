@@ -6,12 +6,12 @@ import json
 import dagster as dg
 import polars as pl
 
-from ..rag.index.config import stable_hash
-from ..rag.ingest.models import PageSpan, ParsedDocument, Section, check_spans
-from ..rag.ingest.pipeline import parse_documents, parser_tag
-from .partitions import index_version
-from .reporting import counts_pivot, log_progress, md_table
-from .resources import RagStore
+from ...rag.index.config import stable_hash
+from ...rag.ingest.models import PageSpan, ParsedDocument, Section, check_spans
+from ...rag.ingest.pipeline import parse_documents, parser_tag
+from ..partitions import index_version
+from ..reporting import counts_pivot, log_progress, md_table
+from ..resources import RagStore
 
 FAILURE_RATE_WARN = 0.10  # share of a project's pages that may fail to parse before we warn
 

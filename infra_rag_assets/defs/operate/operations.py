@@ -13,9 +13,9 @@ run by hand and one run by the daemon ask the same engine the same questions.
 
 import dagster as dg
 
-from ..rag.evaluate.canary import canary_suite
-from .reporting import md_table
-from .resources import RagStore
+from ...rag.evaluate.canary import canary_suite
+from ..reporting import md_table
+from ..resources import RagStore
 
 
 class CanaryConfig(dg.Config):

@@ -4,11 +4,11 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from ..rag.index.config import BuildConfig, stable_hash
-from ..rag.index.corpus_chunks import chunk_documents
-from .partitions import index_version
-from .reporting import log_progress, md_table
-from .resources import RagStore
+from ...rag.index.config import BuildConfig, stable_hash
+from ...rag.index.corpus_chunks import chunk_documents
+from ..partitions import index_version
+from ..reporting import log_progress, md_table
+from ..resources import RagStore
 
 TOKEN_BINS = [32, 64, 128, 192, 256]
 
@@ -24,8 +24,8 @@ TOKEN_BINS = [32, 64, 128, 192, 256]
     "embedding and indexing only.",
 )
 def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.index.embedding import resolve_model_path
-    from ..rag.index.tokens import HFTokenCounter
+    from ...rag.index.embedding import resolve_model_path
+    from ...rag.index.tokens import HFTokenCounter
 
     version = context.partition_key
     warehouse = store.warehouse()

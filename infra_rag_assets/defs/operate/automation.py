@@ -3,11 +3,11 @@
 
 import dagster as dg
 
-from ..rag.index.config import claim_version, sources_fingerprint
-from ..rag.ingest.sources import SourceConfigError
-from .partitions import index_version
+from ...rag.index.config import claim_version, sources_fingerprint
+from ...rag.ingest.sources import SourceConfigError
+from ..partitions import index_version
+from ..resources import BuildSettings, RagStore
 from .release import release_version_job
-from .resources import BuildSettings, RagStore
 
 # Set on runs whose caller (the CLI) serves the version itself once the run ends; the sensor skips them.
 CALLER_SERVES_TAG = "infra_rag/caller_serves"

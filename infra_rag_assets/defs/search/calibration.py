@@ -10,15 +10,15 @@ lexical_index, so every rebuild through eval_run does).
 import dagster as dg
 import polars as pl
 
-from ..rag.evaluate.benchmarks import load_benchmark
-from ..rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
-from ..rag.index.config import stable_hash
-from ..rag.index.serving_snapshot import snapshot_dir
-from ..rag.search.calibration import calibration_path, write_calibration
-from ..rag.search.retrieval_config import DEFAULT_FLOOR
-from .partitions import index_version
-from .reporting import md_table
-from .resources import PROJECT_ROOT, RagStore
+from ...rag.evaluate.benchmarks import load_benchmark
+from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
+from ...rag.index.config import stable_hash
+from ...rag.index.serving_snapshot import snapshot_dir
+from ...rag.search.calibration import calibration_path, write_calibration
+from ...rag.search.retrieval_config import DEFAULT_FLOOR
+from ..partitions import index_version
+from ..reporting import md_table
+from ..resources import PROJECT_ROOT, RagStore
 
 
 class CalibrationConfig(dg.Config):
@@ -42,7 +42,7 @@ class CalibrationConfig(dg.Config):
 )
 def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
                            store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine, one_torch_thread
+    from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version = context.partition_key
     home = store.data_home()

@@ -22,10 +22,10 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from ..rag.index.config import stable_hash
-from ..rag.index.embedding import DEFAULT_MODEL
+from ...rag.index.config import stable_hash
+from ...rag.index.embedding import DEFAULT_MODEL
+from ..resources import PROJECT_ROOT, RagStore
 from .chunks import chunks_version
-from .resources import PROJECT_ROOT, RagStore
 
 # Measured here (batch 32, 192 tokens, 2 torch threads): ~0.48 CPU-seconds per triplet, 12.5 s
 # per step = ~2.5 triplets/s on 2 idle cores, so 2,700 triplets train in ~18 min, inside the
@@ -74,8 +74,8 @@ class DomainModelConfig(dg.Config):
     "data_version = trained weights hash. Build an index version with it via BuildSettings(model=<path>).",
 )
 def domain_model(context: dg.AssetExecutionContext, config: DomainModelConfig, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.index.embedding import resolve_model_path, weights_hash
-    from ..rag.index.finetune import MODEL_SUBDIR, TRAINING_JSON, file_sha256
+    from ...rag.index.embedding import resolve_model_path, weights_hash
+    from ...rag.index.finetune import MODEL_SUBDIR, TRAINING_JSON, file_sha256
 
     _refuse_non_train(config.train_split)
     version = config.index_version or newest_version_with_chunks(store)
@@ -123,8 +123,8 @@ def _refuse_non_train(path: str) -> None:
 def _train(context: dg.AssetExecutionContext, config: DomainModelConfig, frame, target: Path, lineage: dict,
            store: RagStore) -> None:
     """Mine pairs, then train into ``target`` (staged + renamed by ``train_bi_encoder``)."""
-    from ..rag.index.finetune import load_train_pairs, train_bi_encoder
-    from ..rag.index.lexical_store import cleanup_stale_staging
+    from ...rag.index.finetune import load_train_pairs, train_bi_encoder
+    from ...rag.index.lexical_store import cleanup_stale_staging
 
     target.parent.mkdir(parents=True, exist_ok=True)
     cleanup_stale_staging(target.parent)  # staging dirs of killed trainings
@@ -146,9 +146,9 @@ def _dense_miner(store: RagStore, version: str, frame):
     """The version's own vectors (row-aligned with ``frame``) and its model as question encoder."""
     import numpy as np
 
-    from ..rag.index.embedding import shared_embedder
-    from ..rag.index.finetune import DenseMiner
-    from ..rag.index.vector_store import read_model_info, read_vectors
+    from ...rag.index.embedding import shared_embedder
+    from ...rag.index.finetune import DenseMiner
+    from ...rag.index.vector_store import read_model_info, read_vectors
 
     by_id = read_vectors(store.vectors_uri(), version)
     missing = [c for c in frame["chunk_id"].to_list() if c not in by_id]

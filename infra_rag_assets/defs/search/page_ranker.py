@@ -12,16 +12,16 @@ until this asset runs again (it is downstream of lexical_index, so every build d
 import dagster as dg
 import polars as pl
 
-from ..rag.evaluate.benchmarks import coverage, load_benchmark
-from ..rag.index.config import stable_hash
-from ..rag.index.serving_snapshot import snapshot_dir
-from ..rag.operate.files import write_json_atomic
-from ..rag.search.ranker import RANKER_FILE, FitSettings, Ranker
-from ..rag.search.ranker_features import FEATURE_NAMES
-from ..rag.search.retrieval_config import NAMED_CONFIGS
-from .partitions import index_version
-from .reporting import log_progress, md_table
-from .resources import PROJECT_ROOT, RagStore
+from ...rag.evaluate.benchmarks import coverage, load_benchmark
+from ...rag.index.config import stable_hash
+from ...rag.index.serving_snapshot import snapshot_dir
+from ...rag.operate.files import write_json_atomic
+from ...rag.search.ranker import RANKER_FILE, FitSettings, Ranker
+from ...rag.search.ranker_features import FEATURE_NAMES
+from ...rag.search.retrieval_config import NAMED_CONFIGS
+from ..partitions import index_version
+from ..reporting import log_progress, md_table
+from ..resources import PROJECT_ROOT, RagStore
 
 
 class PageRankerConfig(dg.Config):
@@ -43,8 +43,8 @@ class PageRankerConfig(dg.Config):
     "an unchanged rebuild reuses the weights.",
 )
 def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine, one_torch_thread
-    from ..rag.search.ranker_training import candidate_lists, fit_version_ranker, sample
+    from ...rag.search.engine import QueryEngine, one_torch_thread
+    from ...rag.search.ranker_training import candidate_lists, fit_version_ranker, sample
 
     version = context.partition_key
     home = store.data_home()

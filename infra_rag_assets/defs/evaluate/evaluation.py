@@ -11,15 +11,15 @@ from datetime import UTC
 import dagster as dg
 import polars as pl
 
-from ..rag.evaluate import gates as gate_lib
-from ..rag.evaluate.benchmarks import load_benchmark
-from ..rag.evaluate.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
-from ..rag.evaluate.metrics import METRIC_NAMES
-from ..rag.index.config import stable_hash
-from ..rag.operate import releases
-from .partitions import index_version
-from .reporting import floats, log_progress, md_table, run_link, ui_url
-from .resources import PROJECT_ROOT, RagStore
+from ...rag.evaluate import gates as gate_lib
+from ...rag.evaluate.benchmarks import load_benchmark
+from ...rag.evaluate.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
+from ...rag.evaluate.metrics import METRIC_NAMES
+from ...rag.index.config import stable_hash
+from ...rag.operate import releases
+from ..partitions import index_version
+from ..reporting import floats, log_progress, md_table, run_link, ui_url
+from ..resources import PROJECT_ROOT, RagStore
 
 UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration",
             "page_ranker")
@@ -61,7 +61,7 @@ class EvalRunConfig(dg.Config):
     "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
 )
 def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.search.engine import QueryEngine, one_torch_thread
+    from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version, run_id = context.partition_key, context.run.run_id
     missing = _missing_indexes(store, version)
@@ -107,7 +107,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Ra
 
 def _missing_indexes(store: RagStore, version: str) -> list[str]:
     """Which of this version's indexes are not on disk (checked in the data, not the event log)."""
-    from ..rag.index.vector_store import table_exists
+    from ...rag.index.vector_store import table_exists
 
     home = store.data_home()
     missing = [] if table_exists(home.vectors_uri(), version) else ["vectors"]
@@ -129,8 +129,8 @@ def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, en
 def experiment_configs(config: EvalRunConfig) -> list:
     """Each experiment = a named config with overrides, labelled with the experiment's name. An
     explicit ``floor`` is used as given, not replaced by the version's calibrated floor."""
-    from ..rag.search.engine import named_config
-    from ..rag.search.retrieval import RetrievalConfig
+    from ...rag.search.engine import named_config
+    from ...rag.search.retrieval import RetrievalConfig
 
     out = []
     for name, overrides in config.experiments.items():

@@ -14,11 +14,11 @@ from datetime import UTC, timedelta
 import dagster as dg
 import polars as pl
 
-from ..rag.operate import releases
-from .evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
-from .partitions import index_version
-from .reporting import floats, md_table, rounded, run_link
-from .resources import RagStore
+from ...rag.operate import releases
+from ..evaluate.evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
+from ..partitions import index_version
+from ..reporting import floats, md_table, rounded, run_link
+from ..resources import RagStore
 
 
 def headline_metrics(warehouse, version: str) -> dict[str, float | None]:

@@ -4,11 +4,11 @@
 import dagster as dg
 import polars as pl
 
-from ..rag.index.config import stable_hash
-from ..rag.ingest.pipeline import list_pages, snapshot_pages
-from .partitions import index_version
-from .reporting import counts_pivot, log_progress, md_table
-from .resources import BuildSettings, RagStore, version_config
+from ...rag.index.config import stable_hash
+from ...rag.ingest.pipeline import list_pages, snapshot_pages
+from ..partitions import index_version
+from ..reporting import counts_pivot, log_progress, md_table
+from ..resources import BuildSettings, RagStore, version_config
 
 
 @dg.asset(

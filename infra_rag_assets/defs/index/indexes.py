@@ -5,11 +5,11 @@ import time
 import dagster as dg
 import polars as pl
 
-from ..rag.index.config import BuildConfig, stable_hash
-from ..rag.index.corpus_chunks import embed_input
-from ..rag.index.serving_snapshot import snapshot_dir, snapshot_from_warehouse
-from .partitions import index_version
-from .resources import EmbedderResource, RagStore
+from ...rag.index.config import BuildConfig, stable_hash
+from ...rag.index.corpus_chunks import embed_input
+from ...rag.index.serving_snapshot import snapshot_dir, snapshot_from_warehouse
+from ..partitions import index_version
+from ..resources import EmbedderResource, RagStore
 
 
 def _chunks(store: RagStore, version: str) -> pl.DataFrame:
@@ -35,8 +35,8 @@ def _config(store: RagStore, version: str) -> BuildConfig:
     "Vectors come from a content-addressed cache keyed by (model hash, exact text).",
 )
 def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: EmbedderResource) -> dg.MaterializeResult:
-    from ..rag.index.embedding import EmbeddingCache, embed_with_cache
-    from ..rag.index.vector_store import write_vectors
+    from ...rag.index.embedding import EmbeddingCache, embed_with_cache
+    from ...rag.index.vector_store import write_vectors
 
     version = context.partition_key
     config, frame = _config(store, version), _chunks(store, version)
@@ -93,9 +93,9 @@ def _embed_progress(context: dg.AssetExecutionContext):
     "snapshot (chunk catalog as Parquet + manifest), which the query path reads instead of the warehouse.",
 )
 def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    from ..rag.index.lexical_store import LexicalDoc, build_index
-    from ..rag.index.page_index import page_docs, page_index_dir
-    from ..rag.index.vector_store import dir_bytes
+    from ...rag.index.lexical_store import LexicalDoc, build_index
+    from ...rag.index.page_index import page_docs, page_index_dir
+    from ...rag.index.vector_store import dir_bytes
 
     version = context.partition_key
     frame = _chunks(store, version)
@@ -131,7 +131,7 @@ def _chunk_count(store: RagStore, version: str) -> int:
                 description="Vector rows == chunk count, and the table's model hash matches the version's "
                 "configured model (ERROR, blocking).")
 def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    from ..rag.index.vector_store import count_rows, read_model_info
+    from ...rag.index.vector_store import count_rows, read_model_info
 
     version = context.partition_key
     chunks, rows = _chunk_count(store, version), count_rows(store.vectors_uri(), version)
@@ -147,8 +147,8 @@ def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store
                 description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
                 "for the version (ERROR, blocking).")
 def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    from ..rag.index.lexical_store import LexicalSearcher
-    from ..rag.index.page_index import open_page_searcher
+    from ...rag.index.lexical_store import LexicalSearcher
+    from ...rag.index.page_index import open_page_searcher
 
     version = context.partition_key
     docs = LexicalSearcher.open(store.tantivy_root() / version).doc_count()

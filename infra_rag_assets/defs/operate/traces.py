@@ -8,9 +8,9 @@ trace id), so evals on real traffic can join them with eval results and chunks i
 import dagster as dg
 import polars as pl
 
-from ..rag.operate.traces import load_into_warehouse
-from .reporting import md_table
-from .resources import RagStore
+from ...rag.operate.traces import load_into_warehouse
+from ..reporting import md_table
+from ..resources import RagStore
 
 
 @dg.asset(
