@@ -43,7 +43,7 @@ class EvalRunConfig(dg.Config):
     benchmarks: list[str] = ["k8s_bench_eval", "own_labelled", "off_topic"]
     regimes: list[str] = list(REGIMES)
     k: int = 10
-    serving_config: str = "hybrid-page"  # what the release would serve; gates judge regime "serving"
+    serving_config: str = "hybrid-learned"  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
     # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
     # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.

@@ -25,7 +25,7 @@ from .ranker import Ranker, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 from .retrieval_config import VERSION_RANKER
 
-DEFAULT_CONFIG = "hybrid-page"
+DEFAULT_CONFIG = "hybrid-learned"  # each version's own page ranker; hybrid-page order without one
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
 
 
