@@ -1,7 +1,8 @@
 """The code location: every asset, check, job, sensor and resource of infra_rag_assets.
 
-``domain_model`` (a ~30 min fine-tune) lives in its own location, definitions_models.py, so the
-"Materialize all" of this one never trains it.
+``domain_model`` is a stage of the build chain (chunks → domain_model → vectors): it adapts the
+embedding model per version, or reuses an adapted model by content address, or names the base
+model in a quick build (``BuildSettings.adapt``).
 
 Resources are wired here and only here: CLI builds run these jobs (in-process or through the
 run queue) and override resource fields with run config, never with other objects.
@@ -9,11 +10,23 @@ run queue) and override resource fields with run config, never with other object
 
 import dagster as dg
 
-from .defs import automation, chunks, documents, evaluation, indexes, jobs, operations, release, sources, traces
+from .defs import (
+    automation,
+    chunks,
+    documents,
+    evaluation,
+    indexes,
+    jobs,
+    models,
+    operations,
+    release,
+    sources,
+    traces,
+)
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 
-ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          evaluation.eval_run, release.release, release.serving_release, traces.served_traces]
+ASSETS = [sources.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
+          indexes.lexical_index, evaluation.eval_run, release.release, release.serving_release, traces.served_traces]
 
 defs = dg.Definitions(
     assets=ASSETS,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# Fixture builds are quick builds (base model as is): adapting the model trains for seconds to
+# minutes per build. The tests of adaptation itself (test_domain_model.py) opt in with
+# BuildSettings(adapt=True) and a tiny recipe.
+os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
