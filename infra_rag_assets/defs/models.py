@@ -88,7 +88,7 @@ def domain_model(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mater
         return dg.MaterializeResult(
             metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False},
             data_version=dg.DataVersion(base_hash))
-    _refuse_non_train(config.adaptation.train_split)
+    _refuse_non_train(config.adaptation.train_split, context.log.warning)
     target = model.directory(store)
     reused = (target / TRAINING_JSON).is_file()
     if not reused:
@@ -125,11 +125,14 @@ def train_version_model(store: RagStore, version: str, config: BuildConfig, mode
                "seconds_training_set": round(time.perf_counter() - started, 1)})
 
 
-def _refuse_non_train(path: str) -> None:
-    """Training on eval (or any test) questions would leak into every score reported on them."""
+def _refuse_non_train(path: str, log) -> None:
+    """Training on eval (or any test) questions would leak into every score reported on them.
+    A missing train split leaves the label-free pairs only (said in the log and the composition)."""
     name = Path(path).name.lower()
-    if path and ("eval" in name or "test" in name or not Path(path).is_file()):
-        raise dg.Failure(f"train_split must be an existing train-split file, got {path!r}")
+    if path and ("eval" in name or "test" in name):
+        raise dg.Failure(f"train_split must be a train-split file, got {path!r}")
+    if not path or not Path(path).is_file():
+        log(f"no labelled train split at {path!r}: adapting on label-free pairs only")
 
 
 def _progress(context: dg.AssetExecutionContext):
