@@ -32,16 +32,20 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 
 @main.command()
 @click.option("--through", default="release", show_default=True,
-              help="last stage: source_pages, documents, chunks, lexical_index, vectors, indexes, eval_run, release")
+              help="last stage: source_pages, documents, chunks, domain_model, lexical_index, vectors, indexes, "
+              "eval_run, release")
 @click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
 @click.option("--submit", is_flag=True, help="launch the run and return at once (queued for the daemon when the "
               "instance queues runs) instead of waiting for it")
 @click.option("--in-process", "in_process", is_flag=True, help="run in this process (faster start; the UI lists "
               "the run but cannot re-execute it)")
+@click.option("--quick", is_flag=True, help="a new version with the base model as is: no domain adaptation "
+              "(saves ~15 min on a cold build; same as INFRA_RAG_ADAPT=0)")
 @click.pass_obj
 @friendly_errors
-def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool) -> None:
+def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool,
+          quick: bool) -> None:
     """Create a new index version and run a build job of the Definitions for it.
 
     The run is launched through workspace.yaml (re-executable from the UI) and waited for, or
@@ -52,7 +56,7 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
     from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through
     from .defs.reporting import ui_url
 
-    store, settings = obj["store"], obj["settings"]
+    store, settings = obj["store"], _without_adaptation(obj["settings"]) if quick else obj["settings"]
     stages = stages_through(through, start)
     if submit and (start or in_process):
         raise UserError("--submit launches a whole build job; --from and --in-process run in this process")
@@ -101,6 +105,12 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
     if failures:
         raise UserError(f"build of {version} failed: {failures}")
     out.print(version)
+
+
+def _without_adaptation(settings):
+    """The same build settings with ``adapt`` off (the quick base-model build)."""
+    fields = {name: getattr(settings, name) for name in type(settings).model_fields}
+    return type(settings)(**{**fields, "adapt": False})
 
 
 class _StageWatcher:

@@ -1,7 +1,8 @@
 """The code location: every asset, check, job, sensor and resource of infra_rag_assets.
 
-``domain_model`` (a ~30 min fine-tune) lives in its own location, definitions_models.py, so the
-"Materialize all" of this one never trains it.
+``domain_model`` is a stage of the build chain (chunks → domain_model → vectors): it adapts the
+embedding model per version, or reuses an adapted model by content address, or names the base
+model in a quick build (``BuildSettings.adapt``).
 
 Resources are wired here and only here: CLI builds run these jobs (in-process or through the
 run queue) and override resource fields with run config, never with other objects.
@@ -11,16 +12,16 @@ import dagster as dg
 
 from .defs import jobs
 from .defs.evaluate import evaluation
-from .defs.index import chunks, indexes
+from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, sources
 from .defs.operate import automation, operations, release, traces
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
 from .defs.search.calibration import abstention_calibration
 from .defs.search.page_ranker import page_ranker
 
-ASSETS = [sources.source_pages, documents.documents, chunks.chunks, indexes.vectors, indexes.lexical_index,
-          abstention_calibration, page_ranker, evaluation.eval_run, release.release, release.serving_release,
-          traces.served_traces]
+ASSETS = [sources.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
+          indexes.lexical_index, abstention_calibration, page_ranker, evaluation.eval_run, release.release,
+          release.serving_release, traces.served_traces]
 
 defs = dg.Definitions(
     assets=ASSETS,

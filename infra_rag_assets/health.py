@@ -79,7 +79,7 @@ def index_check(home: DataHome, version: str) -> dict[str, Any]:
 
 
 def model_check(engine: Any) -> dict[str, Any]:
-    return {"ok": True, "model_id": engine.build_config.model_id, "weights_hash": engine.embedder.weights_hash[:16]}
+    return {"ok": True, "model_id": engine.model_id, "weights_hash": engine.embedder.weights_hash[:16]}
 
 
 def _failed(exc: Exception) -> dict[str, Any]:

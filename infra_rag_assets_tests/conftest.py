@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+# Fixture builds are quick builds (base model as is): adapting the model trains for seconds to
+# minutes per build. The tests of adaptation itself (test_domain_model.py) opt in with
+# BuildSettings(adapt=True) and a tiny recipe.
+os.environ.setdefault("INFRA_RAG_ADAPT", "0")
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+TRAIN_SPLIT = Path(__file__).resolve().parents[2] / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"
+PAGE = "concepts_workloads_controllers_deployment"  # the fixture's page with real train questions
+OFF_FIXTURE = 4  # train questions in train_subset whose page is not in the fixture corpus
 
 FIXTURE_PAGES = {
     "kubernetes": [
@@ -125,6 +135,21 @@ def pipeline_env(tmp_path, fixture_sources):
     settings = BuildSettings(sources_file=str(fixture_sources))
     with dg.DagsterInstance.ephemeral() as instance:
         yield instance, store, settings
+
+
+@pytest.fixture(scope="session")
+def train_subset(tmp_path_factory) -> Path:
+    """The train split's questions on the fixture's deployment page (30 real ones) plus a few
+    whose pages the fixture lacks (they must be skipped and counted)."""
+    if not TRAIN_SPLIT.is_file():
+        pytest.skip(f"train split not found at {TRAIN_SPLIT}")
+    rows = [json.loads(line) for line in TRAIN_SPLIT.read_text().splitlines() if line.strip()]
+    on_page = [r for r in rows if r["source_page"] == PAGE]
+    elsewhere = [r for r in rows if r["source_page"].startswith("tasks_")][:OFF_FIXTURE]
+    assert len(on_page) >= 25
+    path = tmp_path_factory.mktemp("train") / "qa_train_subset.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in on_page + elsewhere))
+    return path
 
 
 def build_index_version(home: Path, sources: Path) -> str:

@@ -7,13 +7,11 @@ import pytest
 
 from infra_rag_assets.builds import job_for, stages_through
 from infra_rag_assets.definitions import defs
-from infra_rag_assets.definitions_models import defs as model_defs
 from infra_rag_assets.stages import stage_order
 
 
-def test_both_code_locations_load():
+def test_the_code_location_loads():
     dg.Definitions.validate_loadable(defs)
-    dg.Definitions.validate_loadable(model_defs)
 
 
 def test_stage_order_is_the_graphs_topological_order():
@@ -27,9 +25,11 @@ def test_stage_order_is_the_graphs_topological_order():
 
 @pytest.mark.parametrize("through, start, expected, job", [
     ("documents", None, ["source_pages", "documents"], "build_documents"),
-    ("indexes", None, ["source_pages", "documents", "chunks", "lexical_index", "vectors"], "build_indexes"),
-    ("release", "chunks", ["chunks", "lexical_index", "vectors", "abstention_calibration", "page_ranker", "eval_run",
-                           "release"], "reindex"),
+    ("indexes", None, ["source_pages", "documents", "chunks", "domain_model", "lexical_index", "vectors"],
+     "build_indexes"),
+    ("release", "chunks", ["chunks", "domain_model", "lexical_index", "vectors", "abstention_calibration",
+                           "page_ranker", "eval_run", "release"], "reindex"),
+    ("vectors", None, ["source_pages", "documents", "chunks", "domain_model", "vectors"], "build_vectors"),
     ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
 ])
 def test_selections_come_from_upstream_and_downstream(through, start, expected, job):
@@ -41,14 +41,15 @@ def test_selections_come_from_upstream_and_downstream(through, start, expected, 
     assert set(stages) <= selected
 
 
-def test_serving_and_training_stay_out_of_build_jobs():
+def test_serving_stays_out_of_build_jobs_and_adaptation_is_in_them():
     graph = defs.resolve_asset_graph()
     build_jobs = [j for j in defs.jobs if j.name.startswith("build_") or j.name == "reindex"]
-    assert len(build_jobs) == 10
+    assert len(build_jobs) == 11  # stages: domain_model, abstention_calibration, page_ranker too
     for job in build_jobs:
         keys = {k.to_user_string() for k in defs.resolve_job_def(job.name).asset_layer.selected_asset_keys}
-        assert "serving_release" not in keys and "domain_model" not in keys
-    assert dg.AssetKey("domain_model") not in graph.get_all_asset_keys()  # its own code location
+        assert "serving_release" not in keys
+        assert ("domain_model" in keys) == ("vectors" in keys or job.name in ("reindex", "build_domain_model"))
+    assert dg.AssetKey("domain_model") in graph.get(dg.AssetKey("vectors")).parent_keys
     for name in ("release_version", "rollback"):  # the canary runs on its own clock, not in a promotion
         assert sorted(n.name for n in defs.resolve_job_def(name).graph.nodes) == ["serving_release"]
     assert sorted(n.name for n in defs.resolve_job_def("canary").graph.nodes) == ["release_canary"]

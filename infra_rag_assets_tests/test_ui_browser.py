@@ -34,8 +34,8 @@ from conftest import make_fixture_corpus, write_fixture_sources
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ASSETS = ["source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration", "page_ranker",
-          "eval_run", "release"]
+ASSETS = ["source_pages", "documents", "chunks", "domain_model", "vectors", "lexical_index", "abstention_calibration",
+          "page_ranker", "eval_run", "release"]
 CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1600,1000"]
@@ -305,8 +305,8 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
         page.until_text("eval_run", "Materialize", "Scores dense, lexical", what="eval_run's asset page")
         assert "/assets/eval_run" in browser.current_url, browser.current_url
 
-        # 2. Jobs → reindex (the whole index-version chain; the global "Materialize all" would also
-        #    train the unpartitioned domain_model) → "Materialize all…" → pick the partition → launch.
+        # 2. Jobs → reindex (the whole index-version chain, domain_model included) → "Materialize all…"
+        #    → pick the partition → launch.
         page.element("//a[@href='/jobs'][contains(., 'Jobs')]").click()
         page.element("//a[contains(@href, '/jobs/reindex')][contains(., 'reindex')]").click()
         page.until_text("Build, evaluate and (if the gates pass) release", what="the reindex job page")

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from ..rag.index.config import BuildConfig, ChunkSettings, make_build_config
+from ..rag.index.config import AdaptRecipe, BuildConfig, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
 from ..rag.ingest.blobs import BlobStore
 from ..rag.ingest.sources import Source, load_sources
@@ -26,6 +26,17 @@ HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a
 
 def default_sources_file() -> str:
     return os.environ.get("INFRA_RAG_SOURCES", str(PROJECT_ROOT / "sources.yaml"))
+
+
+def default_train_split() -> str:
+    """The benchmark's train split (INFRA_RAG_BENCH overrides the bench folder, as for eval specs)."""
+    bench = os.environ.get("INFRA_RAG_BENCH", str(PROJECT_ROOT.parent / "shared" / "bench"))
+    return str(Path(bench) / "k8s-docs-rag-bench" / "qa_train.jsonl")
+
+
+def default_adapt() -> bool:
+    """INFRA_RAG_ADAPT=0 (or false/no/off) builds with the base model as is (the quick build)."""
+    return os.environ.get("INFRA_RAG_ADAPT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def default_model() -> str:
@@ -81,6 +92,23 @@ class BuildSettings(dg.ConfigurableResource):
     chunk_target_tokens: int = ChunkSettings.target_tokens
     chunk_max_tokens: int = ChunkSettings.max_tokens
     context_line: bool = ChunkSettings.context_line
+    adapt: bool = Field(default_factory=default_adapt, description="adapt the model to the corpus in the build "
+                        "(domain_model, ~15 min cold, reused when unchanged); false = quick base-model build "
+                        "(default: env INFRA_RAG_ADAPT, else true)")
+    adapt_labelled_examples: int = AdaptRecipe.labelled_examples
+    adapt_doc_examples: int = AdaptRecipe.doc_examples
+    adapt_epochs: int = AdaptRecipe.epochs
+    adapt_max_seq_length: int = AdaptRecipe.max_seq_length
+    train_split: str = Field(default_factory=default_train_split, description="labelled train questions "
+                             "(JSONL, never eval/test); missing = label-free pairs only")
+
+    def recipe(self) -> AdaptRecipe | None:
+        """The adaptation recipe a new version records (None: the quick base-model build)."""
+        if not self.adapt:
+            return None
+        return AdaptRecipe(labelled_examples=self.adapt_labelled_examples, doc_examples=self.adapt_doc_examples,
+                           epochs=self.adapt_epochs, max_seq_length=self.adapt_max_seq_length,
+                           train_split=self.train_split)
 
     def sources(self) -> list[Source]:
         return load_sources(self.sources_file)
@@ -93,7 +121,7 @@ class BuildSettings(dg.ConfigurableResource):
         from ..rag.ingest.parse.dispatch import parser_versions
 
         return make_build_config(self.sources(), parser_versions(), self.chunk_settings(),
-                                 self.model, model_hash_for(self.model))
+                                 self.model, model_hash_for(self.model), self.recipe())
 
 
 def model_hash_for(model: str) -> str:

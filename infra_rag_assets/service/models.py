@@ -120,7 +120,8 @@ class VersionModel(BaseModel):
     created_at: str
     chunks: int
     pages: int
-    model_id: str
+    model_id: str = Field(description="the configured base model")
+    adapted: bool = Field(description="the version's vectors use that model adapted to the corpus (domain_model)")
     serving: bool
 
 

@@ -104,7 +104,8 @@ def health(state: State) -> JSONResponse:
 def versions(state: State) -> list[dict]:
     serving = state.current.version if state.current else None
     return [{"index_version": m.version, "created_at": m.created_at, "chunks": m.chunks, "pages": m.pages,
-             "model_id": m.build_config.get("model_id", ""), "serving": m.version == serving}
+             "model_id": m.build_config.get("model_id", ""), "adapted": bool(m.build_config.get("adaptation")),
+             "serving": m.version == serving}
             for m in list_manifests(state.home.serving_root())]
 
 

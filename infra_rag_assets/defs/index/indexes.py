@@ -25,14 +25,15 @@ def _config(store: RagStore, version: str) -> BuildConfig:
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["chunks"],
+    deps=["chunks", "domain_model"],
     group_name="indexing",
     kinds={"lancedb", "pytorch"},
     owners=["team:search-platform"],
     pool="lancedb_writer",
     description="Normalized sentence-transformers vectors of context line + chunk text, one LanceDB table "
-    "per index version, with the model id, weights hash, dimension and metric in the table metadata. "
-    "Vectors come from a content-addressed cache keyed by (model hash, exact text).",
+    "per index version, made with the version's domain_model (adapted or base), whose id, weights hash, "
+    "dimension and metric the table metadata records. Vectors come from a content-addressed cache keyed by "
+    "(model hash, exact text), so an unchanged rebuild re-embeds nothing.",
 )
 def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: EmbedderResource) -> dg.MaterializeResult:
     from ...rag.index.embedding import EmbeddingCache, embed_with_cache
@@ -40,10 +41,11 @@ def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: Embed
 
     version = context.partition_key
     config, frame = _config(store, version), _chunks(store, version)
-    embedder = embedding.embedder(config.model_id)
-    if config.model_hash and embedder.weights_hash != config.model_hash:
-        raise dg.Failure(f"model {config.model_id} has weights {embedder.weights_hash[:12]}, but {version} "
-                         f"was configured with {config.model_hash[:12]}: build a new index version")
+    expected, model_id = expected_model_hash(store, version, config, frame)
+    embedder = embedding.embedder(model_id)
+    if expected and embedder.weights_hash != expected:
+        raise dg.Failure(f"model {model_id} has weights {embedder.weights_hash[:12]}, but {version} "
+                         f"needs {expected[:12]}: build a new index version")
     texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
     started = time.perf_counter()
     matrix, stats = embed_with_cache(embedder, EmbeddingCache(store.cache_dir()), texts,
@@ -67,6 +69,25 @@ def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: Embed
         data_version=dg.DataVersion(
             stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)),
     )
+
+
+def expected_model_hash(store: RagStore, version: str, config: BuildConfig, frame=None) -> tuple[str, str]:
+    """(weights hash, model id) ``version`` must be embedded with: the configured base model's, or
+    the adapted model's from its training record ("" when unknown: the base model could not be
+    hashed at registration)."""
+    import json
+
+    from ..rag.index.finetune import TRAINING_JSON
+    from .models import model_for_version
+
+    model = model_for_version(store, version, config, frame)
+    if not model.adapted:
+        return config.model_hash, model.model_id
+    record = model.directory(store) / TRAINING_JSON
+    if not record.is_file():
+        raise dg.Failure(f"{version} is adapted but its model {model.key} is not trained: materialize "
+                         f"domain_model for {version} first")
+    return json.loads(record.read_text())["trained_weights_hash"], model.model_id
 
 
 def _embed_progress(context: dg.AssetExecutionContext):
@@ -128,19 +149,19 @@ def _chunk_count(store: RagStore, version: str) -> int:
 
 
 @dg.asset_check(asset=vectors, blocking=True, partitions_def=index_version,
-                description="Vector rows == chunk count, and the table's model hash matches the version's "
-                "configured model (ERROR, blocking).")
+                description="Vector rows == chunk count, and the table's model hash is the version's "
+                "model (its domain_model: adapted or the configured base) (ERROR, blocking).")
 def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
     from ...rag.index.vector_store import count_rows, read_model_info
 
     version = context.partition_key
     chunks, rows = _chunk_count(store, version), count_rows(store.vectors_uri(), version)
     built = read_model_info(store.vectors_uri(), version)
-    configured = _config(store, version).model_hash
-    model_ok = not configured or built.get("weights_hash") == configured
+    expected, _ = expected_model_hash(store, version, _config(store, version))
+    model_ok = not expected or built.get("weights_hash") == expected
     return dg.AssetCheckResult(passed=chunks == rows and model_ok, metadata={
         "chunks": chunks, "vector_rows": rows, "table_model_hash": str(built.get("weights_hash", "")),
-        "configured_model_hash": configured})
+        "expected_model_hash": expected})
 
 
 @dg.asset_check(asset=lexical_index, blocking=True, partitions_def=index_version,

@@ -1,162 +1,138 @@
-"""domain_model: a bi-encoder fine-tuned on the benchmark's *train* split, as an asset.
+"""domain_model: the embedding model a version's vectors are made with, adapted per version.
 
-Why an asset: the model is data derived from other data (train questions + one version's
-chunks + base weights + hyper-parameters), so it gets the same treatment as an index: a
-content-addressed directory under ``<home>/models/<key>/`` where ``key`` hashes all of those
-inputs, metadata that names them, and ``data_version`` = the trained weights hash, which is
-exactly what the vectors asset pins when a version is built with ``BuildSettings(model=<path>)``
-(or ``INFRA_RAG_MODEL=<path>``). Re-materializing with unchanged inputs finds the directory
-and skips the ~20 minutes of training.
+chunks → domain_model → vectors. When the version's build config carries an adaptation recipe
+(the default; ``BuildSettings.adapt``, ``INFRA_RAG_ADAPT=0`` or ``infra-rag build --quick`` turn it
+off), the base bi-encoder is fine-tuned on the version's training set
+(``rag/index/training_set.py``: labelled k8s train questions + label-free pairs from every
+project's docs) into ``<home>/models/<key>/``, where ``key`` hashes every input by content (train
+data bytes, chunk texts, descriptions, base weights, recipe) and not the version name: an
+unchanged rebuild finds the directory, trains nothing, and its vectors come from the embedding
+cache (keyed by weights hash and text). Without a recipe the asset is a cheap pass-through
+naming the base model.
 
-The asset is not partitioned: a model is trained once and then used by many index versions.
-It reads chunks of one version (``index_version``; default the newest one with chunks) only
-to mine training passages, so the UI shows ``chunks`` upstream of it.
+``model_for_version`` is the one resolution of "which model embeds this version", shared by this
+asset and ``vectors`` (which refuses to run before the model exists); the vectors table then
+records the model id and weights hash that the query path loads and checks.
 """
 
 import json
-import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import dagster as dg
-from pydantic import Field
 
-from ...rag.index.config import stable_hash
-from ...rag.index.embedding import DEFAULT_MODEL
-from ..resources import PROJECT_ROOT, RagStore
+from ...rag.index.config import AdaptRecipe, BuildConfig
+from ..partitions import index_version
+from ..resources import RagStore
 from .chunks import chunks_version
 
-# Measured here (batch 32, 192 tokens, 2 torch threads): ~0.48 CPU-seconds per triplet, 12.5 s
-# per step = ~2.5 triplets/s on 2 idle cores, so 2,700 triplets train in ~18 min, inside the
-# 25-minute budget, and cover nearly all 2,748 train questions whose page is in the 2023-11
-# corpus snapshot. On a busy machine wall time grows with the CPU share the process gets
-# (training.json records cpu_seconds_training beside seconds_training).
-DEFAULT_MAX_QUESTIONS = 2700
-TRAIN_FILE = Path("k8s-docs-rag-bench") / "qa_train.jsonl"
+
+@dataclass(frozen=True)
+class VersionModel:
+    """The model that embeds one version: the base model, or the adapted one at ``key``."""
+
+    model_id: str  # what the embedder loads (a model id or a directory)
+    adapted: bool
+    key: str = ""  # content address under <home>/models/ (adapted only)
+    lineage: dict | None = None  # the hashes the key is made of (adapted only)
+
+    def directory(self, store: RagStore) -> Path:
+        return store.root / "models" / self.key
 
 
-def default_train_split() -> str:
-    """The benchmark's train split (INFRA_RAG_BENCH overrides the bench folder, as for eval specs)."""
-    bench = os.environ.get("INFRA_RAG_BENCH", str(PROJECT_ROOT.parent / "shared" / "bench"))
-    return str(Path(bench) / TRAIN_FILE)
+def model_for_version(store: RagStore, version: str, config: BuildConfig, frame=None) -> VersionModel:
+    """Which model embeds ``version``: the base model, or the content-addressed adapted one."""
+    from ...rag.index.embedding import resolve_model_path, weights_hash
+    from ...rag.index.finetune import MODEL_SUBDIR
+    from ...rag.index.training_set import descriptions_hash, model_key, train_data_hash
+
+    recipe = config.adaptation
+    if recipe is None:
+        return VersionModel(model_id=config.model_id, adapted=False)
+    frame = store.warehouse().chunks_of(version, ("chunk_id", "embed_hash")) if frame is None else frame
+    lineage = {"chunks_version": chunks_version(frame), "train_data_hash": train_data_hash(recipe.train_split),
+               "base_weights_hash": weights_hash(resolve_model_path(config.model_id)),
+               "descriptions_hash": descriptions_hash(_descriptions(store, version))}
+    key = model_key(recipe, **lineage)
+    return VersionModel(model_id=str(store.root / "models" / key / MODEL_SUBDIR), adapted=True, key=key,
+                        lineage=lineage)
 
 
-class DomainModelConfig(dg.Config):
-    base_model: str = Field(default=DEFAULT_MODEL, description="sentence-transformers id or local path")
-    train_split: str = Field(default_factory=default_train_split, description="train split JSONL (never eval/test)")
-    max_questions: int = Field(default=DEFAULT_MAX_QUESTIONS,
-                               description="seeded sample of usable questions; 0 = all of them")
-    epochs: int = 1
-    batch_size: int = 32
-    max_seq_length: int = Field(default=192, description="training truncation; the saved model keeps the base's")
-    lr: float = 2e-5
-    seed: int = 0
-    index_version: str = Field(default="", description="version whose chunks give the passages; empty = newest")
-    negatives: Literal["bm25", "dense"] = Field(
-        default="bm25", description="hard negative per question: the best other-page chunk by BM25, or by the "
-        "dense model that built index_version (its own mistakes; needs that version's vectors)")
-
-    def hyper_parameters(self) -> dict:
-        params = {"max_questions": self.max_questions, "epochs": self.epochs, "batch_size": self.batch_size,
-                  "max_seq_length": self.max_seq_length, "lr": self.lr, "seed": self.seed}
-        # Only when not the default, so models trained before this option keep their content address.
-        return params if self.negatives == "bm25" else {**params, "negatives": self.negatives}
+def _descriptions(store: RagStore, version: str) -> dict[str, str]:
+    rows = store.warehouse().documents_of(version, ("doc_id", "description")).rows()
+    return {doc_id: text for doc_id, text in rows if text}
 
 
 @dg.asset(
+    partitions_def=index_version,
     deps=["chunks"],
-    group_name="models",
+    group_name="indexing",
     kinds={"pytorch"},
     owners=["team:search-platform"],
-    description="all-MiniLM-L6-v2 fine-tuned with MultipleNegativesRankingLoss on (train question, best chunk "
-    "of its page, BM25 hard negative from another page). Content-addressed under <home>/models/<key>/; "
-    "data_version = trained weights hash. Build an index version with it via BuildSettings(model=<path>).",
+    description="The embedding model of the version. With an adaptation recipe in the version's config "
+    "(default): all-MiniLM-L6-v2 fine-tuned (MultipleNegativesRankingLoss) on labelled k8s train questions "
+    "+ label-free pairs from every project's docs, with BM25 hard negatives; content-addressed under "
+    "<home>/models/<key>/, so an unchanged rebuild retrains nothing (~15 min cold on 2 cores). Without one "
+    "(quick build): a pass-through naming the base model. data_version = the weights hash vectors embed with.",
 )
-def domain_model(context: dg.AssetExecutionContext, config: DomainModelConfig, store: RagStore) -> dg.MaterializeResult:
+def domain_model(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
     from ...rag.index.embedding import resolve_model_path, weights_hash
-    from ...rag.index.finetune import MODEL_SUBDIR, TRAINING_JSON, file_sha256
+    from ...rag.index.finetune import TRAINING_JSON
 
-    _refuse_non_train(config.train_split)
-    version = config.index_version or newest_version_with_chunks(store)
-    frame = store.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text", "context", "embed_hash"))
-    if frame.is_empty():
-        raise dg.Failure(f"no chunks for index version {version!r}: materialize its chunks first")
-    lineage = {"index_version": version, "chunks_version": chunks_version(frame),
-               "train_data_hash": file_sha256(config.train_split),
-               "base_weights_hash": weights_hash(resolve_model_path(config.base_model))}
-    target = store.root / "models" / model_key(lineage, config)
-    reused = target.exists()
+    version = context.partition_key
+    config = BuildConfig.from_dict(store.warehouse().version_config(version) or {})
+    model = model_for_version(store, version, config)
+    if not model.adapted:
+        base_hash = weights_hash(resolve_model_path(model.model_id))
+        return dg.MaterializeResult(
+            metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False},
+            data_version=dg.DataVersion(base_hash))
+    _refuse_non_train(config.adaptation.train_split, context.log.warning)
+    target = model.directory(store)
+    reused = (target / TRAINING_JSON).is_file()
     if not reused:
-        _train(context, config, frame, target, lineage, store)
+        train_version_model(store, version, config, model, progress=_progress(context), log=context.log.info)
     record = json.loads((target / TRAINING_JSON).read_text())
-    model_path = target / MODEL_SUBDIR
-    if weights_hash(model_path) != record["trained_weights_hash"]:
-        raise dg.Failure(f"{model_path} does not match its training.json weights hash: delete {target} and rerun")
-    metadata = {**_metadata(record, model_path, lineage, reused), "negatives": config.negatives}  # in the key
-    return dg.MaterializeResult(metadata=metadata,
+    if weights_hash(model.model_id) != record["trained_weights_hash"]:
+        raise dg.Failure(f"{model.model_id} does not match its training.json weights hash: delete {target} and rerun")
+    return dg.MaterializeResult(metadata=_metadata(record, model, reused),
                                 data_version=dg.DataVersion(record["trained_weights_hash"]))
 
 
-def model_key(lineage: dict, config: DomainModelConfig) -> str:
-    """Directory name: a hash of what determines the weights, by content. The version *name* is
-    left out, so a new index version with unchanged chunks reuses the model instead of retraining."""
-    inputs = {k: lineage[k] for k in ("train_data_hash", "chunks_version", "base_weights_hash")}
-    return stable_hash({**inputs, **config.hyper_parameters()}, 12)
-
-
-def newest_version_with_chunks(store: RagStore) -> str:
-    """The most recently created index version that has chunk rows (others are half built)."""
-    found = store.warehouse().newest_version_with("chunks")
-    if not found:
-        raise dg.Failure("no index version has chunks yet: build one (through chunks) first")
-    return found
-
-
-def _refuse_non_train(path: str) -> None:
-    """Training on eval (or any test) questions would leak into every score reported on them."""
-    name = Path(path).name.lower()
-    if "eval" in name or "test" in name or not Path(path).is_file():
-        raise dg.Failure(f"train_split must be an existing train-split file, got {path!r}")
-
-
-def _train(context: dg.AssetExecutionContext, config: DomainModelConfig, frame, target: Path, lineage: dict,
-           store: RagStore) -> None:
-    """Mine pairs, then train into ``target`` (staged + renamed by ``train_bi_encoder``)."""
-    from ...rag.index.finetune import load_train_pairs, train_bi_encoder
+def train_version_model(store: RagStore, version: str, config: BuildConfig, model: VersionModel,
+                        progress=None, log=print) -> dict:
+    """Build the version's training set and train into ``model.directory`` (staged + renamed)."""
+    from ...rag.index.finetune import train_bi_encoder
     from ...rag.index.lexical_store import cleanup_stale_staging
+    from ...rag.index.training_set import CHUNK_FIELDS, training_set
 
+    recipe: AdaptRecipe = config.adaptation
+    target = model.directory(store)
     target.parent.mkdir(parents=True, exist_ok=True)
     cleanup_stale_staging(target.parent)  # staging dirs of killed trainings
     started = time.perf_counter()
-    rows = frame.select("chunk_id", "doc_id", "text", "context").iter_rows(named=True)
-    miner = _dense_miner(store, lineage["index_version"], frame) if config.negatives == "dense" else None
-    pairs = load_train_pairs(config.train_split, rows, max_questions=config.max_questions or None, seed=config.seed,
-                             dense_miner=miner)
-    context.log.info(f"mined {len(pairs)} training triplets from {lineage['index_version']} "
-                     f"({pairs.skipped} of {pairs.questions} questions have no page in it) "
-                     f"in {time.perf_counter() - started:.1f}s")
-    train_bi_encoder(config.base_model, pairs, target, epochs=config.epochs, batch_size=config.batch_size,
-                     max_seq_length=config.max_seq_length, lr=config.lr, seed=config.seed,
-                     progress=_progress(context),
-                     extra={"lineage": lineage, "train_split": config.train_split, "negatives": config.negatives})
+    rows = store.warehouse().chunks_of(version, CHUNK_FIELDS).to_dicts()
+    pairs = training_set(recipe, rows, _descriptions(store, version))
+    log(f"training set of {version}: {len(pairs)} triplets {pairs.composition} "
+        f"({pairs.skipped} of {pairs.questions} labelled questions have no page here) "
+        f"in {time.perf_counter() - started:.1f}s")
+    return train_bi_encoder(
+        config.model_id, pairs, target, epochs=recipe.epochs, batch_size=recipe.batch_size,
+        max_seq_length=recipe.max_seq_length, lr=recipe.lr, seed=recipe.seed, progress=progress,
+        extra={"lineage": {**model.lineage, "index_version": version}, "train_split": recipe.train_split,
+               "recipe": config.to_dict()["adaptation"], "composition": pairs.composition,
+               "seconds_training_set": round(time.perf_counter() - started, 1)})
 
 
-def _dense_miner(store: RagStore, version: str, frame):
-    """The version's own vectors (row-aligned with ``frame``) and its model as question encoder."""
-    import numpy as np
-
-    from ...rag.index.embedding import shared_embedder
-    from ...rag.index.finetune import DenseMiner
-    from ...rag.index.vector_store import read_model_info, read_vectors
-
-    by_id = read_vectors(store.vectors_uri(), version)
-    missing = [c for c in frame["chunk_id"].to_list() if c not in by_id]
-    if missing:
-        raise dg.Failure(f"negatives=dense needs the vectors of {version}: {len(missing)} chunk(s) have none")
-    vectors = np.stack([by_id[c] for c in frame["chunk_id"].to_list()])
-    embedder = shared_embedder(read_model_info(store.vectors_uri(), version)["model_id"])
-    return DenseMiner(vectors=vectors, encode=lambda questions: embedder.encode(questions))
+def _refuse_non_train(path: str, log) -> None:
+    """Training on eval (or any test) questions would leak into every score reported on them.
+    A missing train split leaves the label-free pairs only (said in the log and the composition)."""
+    name = Path(path).name.lower()
+    if path and ("eval" in name or "test" in name):
+        raise dg.Failure(f"train_split must be a train-split file, got {path!r}")
+    if not path or not Path(path).is_file():
+        log(f"no labelled train split at {path!r}: adapting on label-free pairs only")
 
 
 def _progress(context: dg.AssetExecutionContext):
@@ -170,16 +146,17 @@ def _progress(context: dg.AssetExecutionContext):
     return progress
 
 
-def _metadata(record: dict, model_path: Path, lineage: dict, reused: bool) -> dict:
+def _metadata(record: dict, model: VersionModel, reused: bool) -> dict:
     return {
-        "path": dg.MetadataValue.path(str(model_path)),
-        "weights_hash": record["trained_weights_hash"],
+        "model_id": model.model_id, "path": dg.MetadataValue.path(model.model_id), "adapted": True,
+        "weights_hash": record["trained_weights_hash"], "key": model.key,
         "base_model": record["base_model"], "base_weights_hash": record["base_weights_hash"],
         "train_data_hash": record["train_data_hash"], "examples_hash": record["examples_hash"],
         "examples": record["examples"], "skipped_questions": record["skipped_questions"],
+        "composition": dg.MetadataValue.json(record.get("composition", {})),
         "seconds_training": record["seconds_training"], "pairs_per_second": record["pairs_per_second"],
-        "index_version": lineage["index_version"], "chunks_version": lineage["chunks_version"],
+        "chunks_version": model.lineage["chunks_version"],
         "trained_on_index_version": record.get("lineage", {}).get("index_version", ""),
-        "hyper_parameters": dg.MetadataValue.json(record["hyper_parameters"]),
+        "recipe": dg.MetadataValue.json(record.get("recipe", {})),
         "reused_existing": reused,
     }

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from ..ingest.sources import Source
 from .embedding import DEFAULT_MODEL
+from .pairs import PAIRS_VERSION
 
 PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
 # Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
@@ -36,21 +37,46 @@ class ChunkSettings:
 
 
 @dataclass(frozen=True)
+class AdaptRecipe:
+    """How a version adapts its base model to the corpus (``domain_model``), recorded in its
+    build config; the adapted weights are only known after training, so the recipe is what
+    a version is registered with. Defaults are the measured main-job recipe
+    (docs/tuning-log.md, "Adaptation in the main job"): ~3,000 triplets, ~15 min on 2 idle cores."""
+
+    labelled_examples: int = 1500  # seeded sample of the k8s train questions whose page is indexed
+    doc_examples: int = 1500  # label-free (query, chunk) pairs from the docs, shared across projects
+    epochs: int = 1
+    batch_size: int = 32
+    max_seq_length: int = 128  # training truncation only; the model embeds at its own length
+    lr: float = 2e-5
+    seed: int = 0
+    negatives: str = "bm25"  # hard negative: the best other-page chunk by BM25
+    pairs_version: str = PAIRS_VERSION  # moves when the label-free pair rules change
+    train_split: str = ""  # labelled train questions (JSONL); hashed by content, never eval/test
+
+
+@dataclass(frozen=True)
 class BuildConfig:
     sources: list[dict]
     parsers: dict[str, str]
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
-    model_id: str = DEFAULT_MODEL
-    model_hash: str = ""
+    model_id: str = DEFAULT_MODEL  # the base model (adapted per version when ``adaptation`` is set)
+    model_hash: str = ""  # the base model's weights hash
     pipeline_version: str = PIPELINE_VERSION
+    adaptation: AdaptRecipe | None = None  # None: vectors embed with the base model as is
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        raw = asdict(self)
+        if self.adaptation is None:
+            del raw["adaptation"]  # versions built before adaptation keep their config hash
+        return raw
 
     @classmethod
     def from_dict(cls, raw: dict) -> BuildConfig:
         raw = dict(raw)
         raw["chunking"] = ChunkSettings(**raw.get("chunking", {}))
+        if raw.get("adaptation") is not None:
+            raw["adaptation"] = AdaptRecipe(**raw["adaptation"])
         return cls(**raw)
 
     def config_hash(self) -> str:
@@ -85,13 +111,13 @@ def new_version_name(config_hash: str, existing: set[str], now: datetime | None 
 
 
 def make_build_config(sources: list[Source], parsers: dict[str, str], chunking: ChunkSettings,
-                      model_id: str, model_hash: str) -> BuildConfig:
+                      model_id: str, model_hash: str, adaptation: AdaptRecipe | None = None) -> BuildConfig:
     """Snapshot the sources (with mirror fingerprints) and settings a new version builds with."""
     from ..ingest.sources import mirror_fingerprint
 
     snapshots = [source_snapshot(s, mirror_fingerprint(s)) for s in sources]
     return BuildConfig(sources=snapshots, parsers=parsers, chunking=chunking,
-                       model_id=model_id, model_hash=model_hash)
+                       model_id=model_id, model_hash=model_hash, adaptation=adaptation)
 
 
 def claim_version(warehouse, partitions, config, created_by: str) -> str:

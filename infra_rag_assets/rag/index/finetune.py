@@ -85,14 +85,15 @@ def examples_hash(examples: Sequence[TrainExample]) -> str:
 
 
 def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[dict], *, max_questions: int | None = None,
-                     seed: int = 0, dense_miner: DenseMiner | None = None) -> TrainPairs:
+                     seed: int = 0, dense_miner: DenseMiner | None = None, bm25: BM25 | None = None) -> TrainPairs:
     """One (question, positive, hard negative) per train question whose page has chunks.
 
     Questions whose ``kubernetes:<source_page>`` has no chunk (page missing from this corpus
     snapshot) are skipped and counted. ``max_questions`` keeps a seeded random sample of the
     usable questions (in file order), which bounds training time. With ``dense_miner`` the
     negative is the other-page chunk an existing dense model ranks highest (its own mistakes,
-    ANCE-style) instead of the BM25 one.
+    ANCE-style) instead of the BM25 one. ``bm25`` (over the same chunks' embedded texts, in
+    order) saves building it again when the caller already has one.
     """
     rows = [json.loads(line) for line in Path(train_jsonl).read_text().splitlines() if line.strip()]
     chunks = list(chunks)
@@ -103,7 +104,7 @@ def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[dict], *, max_que
     usable = [r for r in rows if f"kubernetes:{r['source_page']}" in by_doc]
     skipped = len(rows) - len(usable)
     usable = _sample(usable, max_questions, seed)
-    bm25 = BM25(texts)
+    bm25 = bm25 or BM25(texts)
     dense = dense_miner.scores([r["question"] for r in usable]) if dense_miner else None
     examples = [_example(r, bm25, by_doc[f"kubernetes:{r['source_page']}"], chunks, texts,
                          None if dense is None else dense[i]) for i, r in enumerate(usable)]
@@ -126,11 +127,17 @@ def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: list[dict], te
     page_scores = bm25.scores(f"{row['question']}\n{row.get('answer', '')}")[page_rows]
     pos = page_rows[int(page_scores.argmax())]
     scores = bm25.scores(row["question"]) if dense_scores is None else np.array(dense_scores, dtype=np.float32)
-    scores[page_rows] = -np.inf
-    neg = int(scores.argmax())
+    neg = best_elsewhere(scores, page_rows)
     return TrainExample(question_id=row["id"], question=row["question"], doc_id=chunks[pos]["doc_id"],
                         positive=texts[pos], negative=texts[neg], positive_chunk_id=chunks[pos]["chunk_id"],
                         negative_chunk_id=chunks[neg]["chunk_id"])
+
+
+def best_elsewhere(scores: np.ndarray, page_rows: list[int]) -> int:
+    """The highest-scoring row outside ``page_rows``: the hard negative (another page's chunk)."""
+    scores = np.array(scores, dtype=np.float32)
+    scores[page_rows] = -np.inf
+    return int(scores.argmax())
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,26 @@ def _has_vectors(home: DataHome, version: str) -> bool:
     return table_name(version) in lancedb.connect(home.vectors_uri())
 
 
+def served_model(home: DataHome, version: str, configured: str) -> str:
+    """The model the version's vectors were made with, as their table records it (an adapted
+    model is only known once its build trained it), else the configured one. A recorded directory
+    under another home's ``models/`` is looked up under this home's (a copied or re-mounted home).
+    Opening the vector searcher then refuses any model whose weights differ from the recorded ones."""
+    from pathlib import Path
+
+    from ..index.vector_store import read_model_info, table_exists
+
+    if not table_exists(home.vectors_uri(), version):
+        return configured
+    recorded = read_model_info(home.vectors_uri(), version).get("model_id") or configured
+    path = Path(recorded)
+    if path.is_absolute() and not path.is_dir() and "models" in path.parts:
+        parts = path.parts[len(path.parts) - 1 - path.parts[::-1].index("models"):]
+        if home.root.joinpath(*parts).is_dir():
+            return str(home.root.joinpath(*parts))
+    return recorded
+
+
 @dataclass
 class AnswerOutcome:
     result: RetrievalResult
@@ -94,8 +114,9 @@ class QueryEngine:
         self.ranker: Ranker | None = version_ranker(snapshot_dir(home.serving_root(), version))
         self.build_config = BuildConfig.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
-        self.embedder = shared_embedder(self.build_config.model_id)
-        self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.build_config.model_id))
+        self.model_id = served_model(home, version, self.build_config.model_id)
+        self.embedder = shared_embedder(self.model_id)
+        self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.model_id))
         self._vector = self._lexical = self._pages = None
         self._retrievers: dict[str, Retriever] = {}
         self._lock = threading.RLock()
