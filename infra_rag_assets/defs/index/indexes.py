@@ -77,7 +77,7 @@ def expected_model_hash(store: RagStore, version: str, config: BuildConfig, fram
     hashed at registration)."""
     import json
 
-    from ..rag.index.finetune import TRAINING_JSON
+    from ...rag.index.finetune import TRAINING_JSON
     from .models import model_for_version
 
     model = model_for_version(store, version, config, frame)
