@@ -45,7 +45,7 @@ from infra_rag_assets.rag.search.fusion import cap_per_page
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VERSION = ""  # the current release
-OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page")
+OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page", "hybrid-learned")
 K = 10  # chunks asked of every system; metrics then collapse them to pages
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10", "latency_p50_ms", "latency_p95_ms")
 Search = Callable[[str], list[str]]  # question -> doc ids of the top-K chunks, best first
@@ -282,8 +282,9 @@ def main() -> None:
         report["seconds_querying"] = round(time.perf_counter() - t0, 1)
     results = report["systems"]
     lance_p50 = results["lancedb-hybrid"]["all"]["latency_p50_ms"]
+    hybrids = ("ours-hybrid-rrf", "ours-hybrid-weighted", "ours-hybrid-page", "ours-hybrid-learned")
     report["latency_vs_lancedb_hybrid"] = {s: round(results[s]["all"]["latency_p50_ms"] / lance_p50, 2)
-                                           for s in ("ours-hybrid-rrf", "ours-hybrid-weighted", "ours-hybrid-page")}
+                                           for s in hybrids}
     report["margins"] = {q: margins(results, q) for q in sets}
     report["env"]["load_avg_1m_end"] = round(os.getloadavg()[0], 1)  # latency is only as quiet as the box
     report["seconds_total"] = round(time.perf_counter() - started, 1)
