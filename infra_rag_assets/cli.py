@@ -46,11 +46,9 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 @friendly_errors
 def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool,
           quick: bool) -> None:
-    """Create a new index version and run a build job of the Definitions for it.
-
-    The run is launched through workspace.yaml (re-executable from the UI) and waited for, or
-    runs in this process with --in-process, with --from, or when the instance queues runs.
-    """
+    """Create a new index version and run a build job of the Definitions for it: launched through
+    workspace.yaml (re-executable from the UI) and waited for, or in this process (--in-process,
+    --from, or an instance that queues runs)."""
     import dagster as dg
 
     from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through

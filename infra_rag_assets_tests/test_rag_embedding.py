@@ -13,15 +13,14 @@ import pytest
 from infra_rag_assets.rag.index.embedding import (
     DEFAULT_MODEL,
     Embedder,
-    EmbeddingCache,
     ModelMismatch,
     ModelUnavailable,
-    embed_with_cache,
     ensure_same_model,
     resolve_model_path,
     text_hash,
     weights_hash,
 )
+from infra_rag_assets.rag.index.embedding_cache import EmbeddingCache, embed_with_cache
 
 TEXTS = [
     "Kubernetes schedules pods onto nodes according to resource requests.",

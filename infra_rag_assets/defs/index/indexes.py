@@ -36,7 +36,7 @@ def _config(store: RagStore, version: str) -> BuildConfig:
     "(model hash, exact text), so an unchanged rebuild re-embeds nothing.",
 )
 def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: EmbedderResource) -> dg.MaterializeResult:
-    from ...rag.index.embedding import EmbeddingCache, embed_with_cache
+    from ...rag.index.embedding_cache import EmbeddingCache, embed_with_cache
     from ...rag.index.vector_store import write_vectors
 
     version = context.partition_key
