@@ -15,14 +15,8 @@ import anthropic
 import httpx2
 import pytest
 
-from infra_rag_assets.rag.answer.generate import (
-    DEFAULT_MODEL,
-    EXTRACTIVE_PREFIX,
-    answer,
-    answer_extractive,
-    answer_with_claude,
-    sentence_spans,
-)
+from infra_rag_assets.rag.answer.extractive import EXTRACTIVE_PREFIX, answer_extractive, sentence_spans
+from infra_rag_assets.rag.answer.generate import DEFAULT_MODEL, answer, answer_with_claude
 from infra_rag_assets.rag.answer.prompts import ABSTENTION, PROMPTS, get_prompt
 
 DEPLOYMENT_URL = "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/"

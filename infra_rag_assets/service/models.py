@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..rag.answer.generate import Citation
+from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
 from ..rag.search.engine import MODE_CONFIGS
 from ..rag.search.questions import MAX_QUESTION_CHARS, clean_question
