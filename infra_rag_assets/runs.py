@@ -159,6 +159,8 @@ def wait_for(instance: dg.DagsterInstance, run_id: str, process: subprocess.Pope
                 break
         time.sleep(0.5)
     process.wait()
+    if instance.get_run_by_id(run_id).status != dg.DagsterRunStatus.SUCCESS:
+        release_dead_builds(instance)  # a failed run's worker may have died holding a pool slot
     return RunOutcome.read(instance, run_id)
 
 
@@ -176,7 +178,9 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
     later build would wait for that pool forever. A daemon's run monitoring frees such slots;
     without a daemon nothing would. Runs are matched by the host and pid tags their worker set,
     so a run of another host sharing the instance is never touched; a reused pid only delays
-    the cleanup.
+    the cleanup. The code server that launched a run may mark it failed itself when its worker
+    dies, without freeing the slot, so this host's latest failed runs are freed too (a no-op for
+    a run that ended normally: its steps freed their slots).
     """
     host = socket.gethostname()
     active = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -186,9 +190,16 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
         if not pid or pid == os.getpid() or pid_alive(pid):
             continue
         instance.report_run_failed(run, message=f"run worker {pid} on {host} died; pool slots freed")
-        # No public API frees a dead run's op-concurrency slots without a daemon; this is the
-        # storage call the daemon's run monitoring makes itself (dagster/_daemon/monitoring).
-        if instance.event_log_storage.supports_global_concurrency_limits:
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        _free_slots(instance, run.run_id)
         released.append(run.run_id)
+    ended = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+    for run in instance.get_runs(dg.RunsFilter(statuses=ended, tags={HOST_TAG: host}), limit=20):
+        _free_slots(instance, run.run_id)
     return released
+
+
+def _free_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    # No public API frees a dead run's op-concurrency slots without a daemon; this is the
+    # storage call the daemon's run monitoring makes itself (dagster/_daemon/monitoring).
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
