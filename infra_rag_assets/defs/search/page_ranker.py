@@ -12,7 +12,7 @@ until this asset runs again (it is downstream of lexical_index, so every build d
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.benchmarks import coverage, load_benchmark
+from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
 from ...rag.index.config import stable_hash
 from ...rag.index.serving_snapshot import snapshot_dir
 from ...rag.operate.files import write_json_atomic
@@ -44,7 +44,7 @@ class PageRankerConfig(dg.Config):
 )
 def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
-    from ...rag.search.ranker_training import candidate_lists, fit_version_ranker, sample
+    from ...rag.search.ranker_training import candidate_lists, fit_version_ranker
 
     version = context.partition_key
     home = store.data_home()
@@ -52,8 +52,8 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
     target.unlink(missing_ok=True)  # a stale ranker must not outlive this run
     engine = QueryEngine(home, version)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
-    covered, _ = coverage(benchmark.records, store.warehouse().doc_ids(version))
-    records = sample(covered, config.max_questions, config.seed)
+    records = answerable_sample(benchmark.records, store.warehouse().doc_ids(version), config.max_questions,
+                                config.seed)
     if len(records) < config.min_questions:
         why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"
         context.log.warning(f"{version}: no ranker fitted, {why}")

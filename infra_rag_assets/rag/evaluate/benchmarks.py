@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,3 +214,14 @@ def coverage(records: Iterable[BenchRecord],
         ok = record.should_abstain or any(d in known for d in record.relevant)
         (covered if ok else uncovered).append(record)
     return covered, uncovered
+
+
+def answerable_sample(records: Sequence[BenchRecord], known_doc_ids: Iterable[str], size: int,
+                      seed: int = 0) -> list[BenchRecord]:
+    """A fixed, seeded sample of answerable records whose relevant page the version has (``size``
+    0: all of them, shuffled). The calibration and the page ranker derive from these."""
+    covered, _ = coverage((r for r in records if not r.should_abstain), known_doc_ids)
+    covered.sort(key=lambda r: r.id)
+    random.Random(seed).shuffle(covered)
+    return covered[:size] if size else covered
+

@@ -7,24 +7,12 @@ rule itself is ``search.calibration.derive_floor``.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-
 from ..search.calibration import Calibration, calibrate
 from ..search.retrieval_config import RetrievalConfig
-from .benchmarks import Benchmark, BenchRecord
+from .benchmarks import Benchmark, answerable_sample
 
 DENSE_PROBE = RetrievalConfig(name="calibration-probe", mode="dense", floor=None, depth=1)
 MIN_QUESTIONS = 20  # fewer than this and a 1st/99th percentile means nothing
-
-
-def answerable_sample(records: Sequence[BenchRecord], known_doc_ids: set[str], size: int,
-                      seed: int = 0) -> list[BenchRecord]:
-    """A fixed sample of answerable records whose relevant page is in the version."""
-    covered = sorted((r for r in records if not r.should_abstain and set(r.relevant) & known_doc_ids),
-                     key=lambda r: r.id)
-    random.Random(seed).shuffle(covered)
-    return covered[:size]
 
 
 def best_cosine(engine, question: str) -> float | None:

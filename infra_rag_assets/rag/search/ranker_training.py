@@ -10,7 +10,6 @@ ever passed in.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,14 +20,6 @@ from .ranker_features import FEATURE_NAMES, PageCandidates, page_candidates
 
 DEPTH, PAGE_DEPTH = 50, 100  # chunk candidates per side and pages asked: hybrid-page's own
 CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper settings
-
-
-def sample(records: Sequence[Any], max_questions: int, seed: int) -> list[Any]:
-    """A seeded sample of questions with relevant pages (all of them when ``max_questions`` is 0)."""
-    usable = [r for r in records if r.relevant]
-    if max_questions and len(usable) > max_questions:
-        usable = random.Random(seed).sample(usable, max_questions)
-    return usable
 
 
 def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
