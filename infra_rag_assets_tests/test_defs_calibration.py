@@ -56,6 +56,7 @@ def test_calibration_is_written_with_the_version_and_used_by_the_query_path(fres
     assert "best_cosine_quantiles" in meta
 
     engine = QueryEngine.open(DataHome.at(fresh_home), version)
+    assert written["model_hash"] == engine.embedder.weights_hash  # the weights that made the cosines
     floor = written["floor"]
     assert engine.calibration.floor == floor and engine.resolve("hybrid-page").floor == floor
     assert engine.resolve("lexical").floor is None  # no floor asked for, none given

@@ -35,6 +35,7 @@ def measure_calibration(engine, off_topic: Benchmark, answerable: Benchmark, *, 
     sources = {"off_topic": {"benchmark": off_topic.name, "benchmark_hash": off_topic.version_hash},
                "answerable": {"benchmark": answerable.name, "benchmark_hash": answerable.version_hash,
                               "sample": sample, "seed": seed}}
-    model_hash = engine.build_config.model_hash or ""
-    return calibrate(engine.version, cosines["off_topic"], cosines["answerable"], model_hash=model_hash,
+    # The weights that made the cosines: an adapted version's model, not the base its config names.
+    return calibrate(engine.version, cosines["off_topic"], cosines["answerable"],
+                     model_hash=engine.embedder.weights_hash,
                      sources=sources), ""
