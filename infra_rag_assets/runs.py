@@ -171,16 +171,15 @@ def _last_line(run_id: str) -> str:
 
 
 def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
-    """Fail this host's runs whose worker process is gone, and free their pool slots.
+    """Fail this host's runs whose worker process is gone, and free pool slots held or awaited by ended runs.
 
     A run worker killed with SIGKILL (``kill -9``, the OOM killer) never ends its run: the run
     stays STARTED and keeps its slot in the ``lancedb_writer``/``tantivy_writer`` pool, so every
-    later build would wait for that pool forever. A daemon's run monitoring frees such slots;
-    without a daemon nothing would. Runs are matched by the host and pid tags their worker set,
-    so a run of another host sharing the instance is never touched; a reused pid only delays
-    the cleanup. The code server that launched a run may mark it failed itself when its worker
-    dies, without freeing the slot, so this host's latest failed runs are freed too (a no-op for
-    a run that ended normally: its steps freed their slots).
+    later build would wait for that pool forever. Runs are matched by the host and pid tags their
+    worker set, so a run of another host sharing the instance is never failed; a reused pid only
+    delays the cleanup. The code server that launched a run may also mark it failed itself when
+    its worker dies, without freeing the slot: so every slot whose run has ended is freed, which
+    is what a daemon's run monitoring does (and nothing would do without a daemon).
     """
     host = socket.gethostname()
     active = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -190,16 +189,22 @@ def release_dead_builds(instance: dg.DagsterInstance) -> list[str]:
         if not pid or pid == os.getpid() or pid_alive(pid):
             continue
         instance.report_run_failed(run, message=f"run worker {pid} on {host} died; pool slots freed")
-        _free_slots(instance, run.run_id)
         released.append(run.run_id)
-    ended = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
-    for run in instance.get_runs(dg.RunsFilter(statuses=ended, tags={HOST_TAG: host}), limit=20):
-        _free_slots(instance, run.run_id)
+    _free_slots_of_ended_runs(instance)
     return released
 
 
-def _free_slots(instance: dg.DagsterInstance, run_id: str) -> None:
-    # No public API frees a dead run's op-concurrency slots without a daemon; this is the
-    # storage call the daemon's run monitoring makes itself (dagster/_daemon/monitoring).
-    if instance.event_log_storage.supports_global_concurrency_limits:
-        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+def _free_slots_of_ended_runs(instance: dg.DagsterInstance) -> None:
+    # No public API frees op-concurrency slots without a daemon; these are the storage calls the
+    # daemon's run monitoring makes itself (dagster/_daemon/monitoring/concurrency.py).
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return
+    holders = set()
+    for key in storage.get_concurrency_keys():
+        info = storage.get_concurrency_info(key)
+        holders |= {slot.run_id for slot in [*info.claimed_slots, *info.pending_steps]}
+    for run_id in holders:
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            storage.free_concurrency_slots_for_run(run_id)
