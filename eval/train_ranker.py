@@ -53,11 +53,52 @@ def question_sets(home: DataHome, version: str) -> dict[str, list]:
     return {"train": [r for r in train if r.relevant], "k8s_eval": evals, "own_answerable": own}
 
 
-def cached(home: DataHome, version: str, path: Path | None) -> dict:
+def doc_query_sets(home: DataHome, version: str, per_set: int, seed: int = 1) -> dict[str, list]:
+    """Label-free queries (``pairs.doc_pairs``: titles, headings, descriptions, identifiers) of
+    every project, minus the ones the version's domain model was trained on (their cosines are
+    inflated), project-balanced: ``doc_fit`` to fit with, ``doc_check`` to choose settings on
+    without reading the own set."""
+    from types import SimpleNamespace
+
+    from infra_rag_assets.rag.index.config import AdaptRecipe
+    from infra_rag_assets.rag.index.pairs import balanced_sample, doc_pairs
+    from infra_rag_assets.rag.index.training_set import CHUNK_FIELDS
+
+    con = duckdb.connect(str(home.root / "warehouse.duckdb"), read_only=True)
+    try:
+        cur = con.execute(f"SELECT {', '.join(CHUNK_FIELDS)} FROM chunks WHERE index_version = ?", [version])
+        cols = [d[0] for d in cur.description]
+        chunks = [dict(zip(cols, row)) for row in cur.fetchall()]
+        descriptions = dict(con.execute("SELECT doc_id, description FROM documents WHERE index_version = ? "
+                                        "AND description IS NOT NULL", [version]).fetchall())
+    finally:
+        con.close()
+    recipe = AdaptRecipe()
+    pairs = doc_pairs(chunks, descriptions, seed=recipe.seed)
+    trained = {p.query for p in balanced_sample(pairs, recipe.doc_examples, recipe.seed)}
+    rest = [p for p in pairs if p.query not in trained]
+    picked = balanced_sample(rest, 2 * per_set, seed)
+    import random
+    random.Random(seed).shuffle(picked)
+    as_record = lambda n, p: SimpleNamespace(id=f"doc:{p.project}:{p.kind}:{n}", question=p.query,  # noqa: E731
+                                             relevant=[p.doc_id], project=p.project)
+    records = [as_record(n, p) for n, p in enumerate(picked)]
+    return {"doc_fit": records[:per_set], "doc_check": records[per_set:]}
+
+
+def cached(home: DataHome, version: str, path: Path | None, doc_queries: int = 0) -> dict:
     if path and path.exists():
-        return pickle.loads(path.read_bytes())
+        data = pickle.loads(path.read_bytes())
+        if doc_queries and "doc_fit" not in data["sets"]:
+            extra = collect(home, version, doc_query_sets(home, version, doc_queries))
+            data["sets"].update(extra["sets"])
+            path.write_bytes(pickle.dumps(data))
+        return data
     t0 = time.perf_counter()
-    data = collect(home, version, question_sets(home, version))
+    sets = question_sets(home, version)
+    if doc_queries:
+        sets.update(doc_query_sets(home, version, doc_queries))
+    data = collect(home, version, sets)
     data["seconds_collect"] = round(time.perf_counter() - t0, 1)
     print(f"cached {sum(len(v) for v in data['sets'].values())} questions in {data['seconds_collect']} s")
     if path:
@@ -81,7 +122,7 @@ def questions(data: dict, name: str, catalog: dict) -> list[dict]:
         cands, labels = labelled_candidates(q, catalog)
         relevant = set(q["relevant"])
         baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, _FUSION)]
-        out.append({"cands": cands, "labels": labels, "relevant": relevant,
+        out.append({"cands": cands, "labels": labels, "relevant": relevant, "id": q["id"],
                     "baseline": cap_per_page(baseline, page_of, 2), "page_of": page_of})
     return out
 
@@ -102,9 +143,13 @@ def fit_groups(train: list[dict], names, settings: FitSettings | None = None) ->
                settings or FitSettings())
 
 
-def report(label: str, sets: dict[str, list[dict]], ranker: Ranker | None, max_per_page: int = 2) -> None:
+REPORTED = ("k8s_eval", "own_answerable", "train")
+
+
+def report(label: str, sets: dict[str, list[dict]], ranker: Ranker | None, max_per_page: int = 2,
+           names: tuple[str, ...] = REPORTED) -> None:
     cells = []
-    for name in ("k8s_eval", "own_answerable", "train"):
+    for name in names:
         m = metrics(sets[name], ranker, max_per_page)
         cells.append(f"{m['mrr@10']:.3f} / {m['hit@1']:.3f} / {m['hit@5']:.3f} / {m['hit@10']:.3f}")
     print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
@@ -120,6 +165,25 @@ def ablation(sets: dict[str, list[dict]], max_per_page: int) -> Ranker:
         ranker = fit_groups(sets["train"], names)
         report(f"{'+'.join(groups)} ({time.perf_counter() - t0:.1f} s fit)", sets, ranker, max_per_page)
     return ranker
+
+
+def doc_experiment(sets: dict[str, list[dict]], max_per_page: int) -> None:
+    """Does fitting on label-free queries of every project (beside the k8s train questions)
+    keep the ranker's k8s gain without its loss on other projects? Chosen on ``doc_check``."""
+    other = lambda qs: [q for q in qs if not q["id"].startswith("doc:kubernetes:")]  # noqa: E731
+    sets = {**sets, "doc_check_other": other(sets["doc_check"])}
+    names = ("k8s_eval", "own_answerable", "doc_check", "doc_check_other")
+    print(f"| ranker ({len(sets['doc_fit'])} doc queries) | " + " | ".join(names) + " |\n|---|---|---|---|---|")
+    report("hybrid-page (replayed)", sets, None, names=names)
+    fits = {"k8s train only": sets["train"], "train + doc queries of every project": sets["train"] + sets["doc_fit"],
+            "train + doc queries of other projects": sets["train"] + other(sets["doc_fit"]),
+            "train + half the other-project doc queries": sets["train"] + other(sets["doc_fit"])[::2],
+            "doc queries only": sets["doc_fit"]}
+    for label, train in fits.items():
+        report(f"{label} ({len(train)} q)", sets, fit_groups(train, GROUPS_ALL), max_per_page, names)
+
+
+GROUPS_ALL = [n for g in GROUPS for n in GROUPS[g]]
 
 
 def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) -> None:
@@ -152,13 +216,18 @@ def main() -> None:
     ap.add_argument("--max-per-page", type=int, default=1, help="chunks per page before the next page (learned)")
     ap.add_argument("--out", type=Path, help="write the all-groups ranker's JSON here")
     ap.add_argument("--confirm", action="store_true", help="then score --out through QueryEngine (slow)")
+    ap.add_argument("--doc-queries", type=int, default=0,
+                    help="also cache this many label-free doc queries to fit with (and as many to check on)")
     args = ap.parse_args()
     home = DataHome.at()
-    data = cached(home, args.version, args.cache)
+    data = cached(home, args.version, args.cache, args.doc_queries)
     catalog = read_catalog(home.serving_root(), args.version)
     t0 = time.perf_counter()
-    sets = {name: questions(data, name, catalog) for name in ("train", "k8s_eval", "own_answerable")}
+    sets = {name: questions(data, name, catalog) for name in data["sets"]}
     print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
+    if args.doc_queries:
+        doc_experiment(sets, args.max_per_page)
+        return
     ranker = ablation(sets, args.max_per_page)
     if args.out:
         meta = {**ranker.meta, "index_version": args.version, "trained_on": "k8s_bench_train",

@@ -133,17 +133,18 @@ class _StageWatcher:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=console, transient=False) as progress:
             tasks = {s: progress.add_task(f"{s}: waiting", total=1) for s in self.stages}
-            seen, run_id, stopping = 0, None, False
+            cursor, run_id, stopping = None, None, False
             while not stopping:
                 stopping = self._stop.wait(0.5)  # after stop(), one last pass shows the final steps
                 if run_id is None:
                     runs = self.instance.get_runs(dg.RunsFilter(tags={"infra_rag/build_id": self.build_id}), limit=1)
                     run_id = runs[0].run_id if runs else None
-                if run_id is not None:
-                    logs = self.instance.all_logs(run_id)
-                    for entry in logs[seen:]:
-                        self._apply(entry, progress, tasks)
-                    seen = len(logs)
+                has_more = run_id is not None
+                while has_more:  # only the events after the cursor: a long build's log is not re-read
+                    page = self.instance.get_records_for_run(run_id, cursor=cursor, limit=1000)
+                    for record in page.records:
+                        self._apply(record.event_log_entry, progress, tasks)
+                    cursor, has_more = page.cursor, page.has_more
 
     @staticmethod
     def _apply(entry, progress, tasks) -> None:
