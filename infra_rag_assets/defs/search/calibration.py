@@ -4,18 +4,25 @@ After both indexes (it asks the version's QueryEngine, which reads the serving s
 lexical_index writes), before eval_run (which, like serving, then judges abstention at this
 floor). Writes ``<home>/serving/<version>/calibration.json``; a rebuilt snapshot drops it, and
 the version falls back to the fixed floor until this asset runs again (it is downstream of
-lexical_index, so every rebuild through eval_run does).
+lexical_index, so every rebuild through eval_run does). A calibration is also kept under
+``<home>/calibrations/<key>/`` by a key of everything it was measured from (upstream data
+versions, configuration, question files, code): an unchanged rebuild copies it instead of
+asking ~600 questions again.
 """
+
+from dataclasses import replace
 
 import dagster as dg
 import polars as pl
 
 from ...rag.evaluate.benchmarks import load_benchmark
 from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
+from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
 from ...rag.index.serving_snapshot import snapshot_dir
-from ...rag.search.calibration import calibration_path, write_calibration
+from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
 from ...rag.search.retrieval_config import DEFAULT_FLOOR
+from ..evaluate.evaluation import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
 from ..resources import PROJECT_ROOT, RagStore
@@ -27,6 +34,7 @@ class CalibrationConfig(dg.Config):
     sample: int = 500
     seed: int = 0
     min_questions: int = MIN_QUESTIONS
+    reuse_identical: bool = True  # copy the calibration of an identical earlier build instead of re-asking
 
 
 @dg.asset(
@@ -51,9 +59,19 @@ def abstention_calibration(context: dg.AssetExecutionContext, config: Calibratio
     engine = QueryEngine(home, version)
     off_topic = load_benchmark(config.off_topic, PROJECT_ROOT)
     answerable = load_benchmark(config.answerable, PROJECT_ROOT)
-    with one_torch_thread():  # as served: two threads per query were far slower on shared cores
-        calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample,
-                                                  seed=config.seed, min_questions=config.min_questions)
+    key = _calibration_key(context, config, store, off_topic, answerable)
+    kept = home.root / "calibrations" / key if key and config.reuse_identical else None
+    reused = _reusable(kept, engine) if kept else None
+    if reused is not None:
+        calibration, why_not = replace(reused, version=version), ""
+        context.log.info(f"{version}: calibration of {reused.version} reused (identical inputs and code)")
+    else:
+        with one_torch_thread():  # as served: two threads per query were far slower on shared cores
+            calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample,
+                                                      seed=config.seed, min_questions=config.min_questions)
+        if calibration is not None and kept:
+            kept.mkdir(parents=True, exist_ok=True)
+            write_calibration(kept, calibration)
     if calibration is None:
         context.log.warning(f"{version} not calibrated: {why_not}")
         return dg.MaterializeResult(metadata={"calibrated": False, "reason": why_not, "floor": DEFAULT_FLOOR},
@@ -68,7 +86,34 @@ def abstention_calibration(context: dg.AssetExecutionContext, config: Calibratio
                   "off_topic_p99": derivation["off_topic_q99"], "answerable_p01": derivation["answerable_q01"],
                   "separated": derivation["separated"], "best_cosine_quantiles": md_table(quantiles),
                   "answerability_rule": dg.MetadataValue.json(calibration.answerability),
-                  "model_hash": calibration.model_hash, "path": dg.MetadataValue.path(str(path))},
+                  "model_hash": calibration.model_hash, "path": dg.MetadataValue.path(str(path)),
+                  "reused_from": reused.version if reused is not None else "measured in this run"},
         data_version=dg.DataVersion(stable_hash([calibration.floor, calibration.off_topic, calibration.answerable,
                                                  calibration.answerability], 16)),
     )
+
+
+def _calibration_key(context: dg.AssetExecutionContext, config: CalibrationConfig, store: RagStore,
+                     off_topic, answerable) -> str | None:
+    """Everything the calibration is measured from; the version name itself is not part of it.
+    None when an upstream has no content address (e.g. indexes built outside Dagster)."""
+    version = context.partition_key
+    upstream = [row["data_version"] for row in upstream_lineage(context.instance, version,
+                                                                ("chunks", "vectors", "lexical_index"))]
+    if not all(upstream):
+        return None
+    return content_key("calibration", {
+        "upstream": upstream, "build_config": store.warehouse().version_config(version),
+        "questions": [off_topic.version_hash, answerable.version_hash],
+        "config": config.model_dump(exclude={"reuse_identical"})})
+
+
+def _reusable(kept, engine) -> Calibration | None:
+    """The kept calibration when it was measured with this version's model weights."""
+    try:
+        calibration = read_calibration(kept)
+    except ValueError:
+        return None  # damaged: measure again (and overwrite it)
+    if calibration is None or calibration.model_hash != engine.embedder.weights_hash:
+        return None
+    return calibration
