@@ -68,12 +68,12 @@ def stage_seconds(dagster_home: Path, version: str) -> dict[str, float]:
 
 def chunks_of(home: Path, version: str, rel_paths: list[str]) -> int:
     """How many chunks the edited pages have in ``version`` (the most an edit may re-embed)."""
+    if not rel_paths:
+        return 0
     from infra_rag_assets.rag.ingest.sources import page_id_for
     from infra_rag_assets.rag.operate.warehouse import Warehouse
 
     doc_ids = [f"{p.split('/', 1)[0]}:{page_id_for(p.split('/', 1)[1])}" for p in rel_paths]
-    if not doc_ids:
-        return 0
     return Warehouse(home / "warehouse.duckdb").chunk_count(version, doc_ids)
 
 

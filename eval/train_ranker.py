@@ -186,6 +186,31 @@ def doc_experiment(sets: dict[str, list[dict]], max_per_page: int) -> None:
 GROUPS_ALL = [n for g in GROUPS for n in GROUPS[g]]
 
 
+def route_experiment(sets: dict[str, list[dict]], max_per_page: int) -> None:
+    """The ranker is fitted on Kubernetes questions only: does serving its order only when
+    hybrid-page's top page is a Kubernetes page (hybrid-page's order otherwise) keep the k8s
+    gain without the loss elsewhere? Judged on ``doc_check`` (label-free), own set reported."""
+    ranker = fit_groups(sets["train"], GROUPS_ALL)
+    other = lambda qs: [q for q in qs if not q["id"].startswith("doc:kubernetes:")]  # noqa: E731
+    sets = {**sets, "doc_check_other": other(sets["doc_check"])}
+    names = ("k8s_eval", "own_answerable", "doc_check", "doc_check_other")
+    routed = {name: [_routed(q, ranker, max_per_page) for q in sets[name]] for name in names}
+    print("| order | " + " | ".join(names) + " |\n|---|---|---|---|---|")
+    report("hybrid-page (replayed)", sets, None, names=names)
+    report("learned (k8s train)", sets, ranker, max_per_page, names)
+    report("learned when the top page is k8s, else hybrid-page", routed, None, names=names)
+    share = {n: sum(q["routed"] for q in routed[n]) / len(routed[n]) for n in names}
+    print("share served by the ranker: " + ", ".join(f"{n} {v:.3f}" for n, v in share.items()))
+
+
+def _routed(q: dict, ranker: Ranker, max_per_page: int) -> dict:
+    """The question with ``baseline`` replaced by the order routing would serve."""
+    top = q["page_of"](q["baseline"][0]) if q["baseline"] else None
+    use = top is not None and top.startswith("kubernetes:")
+    order = [c for c, _ in rank_chunks(q["cands"], ranker, max_per_page)] if use else q["baseline"]
+    return {**q, "baseline": order, "routed": use}
+
+
 def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) -> None:
     """The real retriever path (QueryEngine.search, as eval_run and serving run it):
     hybrid-page vs the learned config with ``ranker_path`` on the eval split and own set."""
@@ -216,6 +241,7 @@ def main() -> None:
     ap.add_argument("--max-per-page", type=int, default=1, help="chunks per page before the next page (learned)")
     ap.add_argument("--out", type=Path, help="write the all-groups ranker's JSON here")
     ap.add_argument("--confirm", action="store_true", help="then score --out through QueryEngine (slow)")
+    ap.add_argument("--route", action="store_true", help="ranker only under a k8s top page (needs --doc-queries)")
     ap.add_argument("--doc-queries", type=int, default=0,
                     help="also cache this many label-free doc queries to fit with (and as many to check on)")
     args = ap.parse_args()
@@ -226,7 +252,7 @@ def main() -> None:
     sets = {name: questions(data, name, catalog) for name in data["sets"]}
     print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
     if args.doc_queries:
-        doc_experiment(sets, args.max_per_page)
+        (route_experiment if args.route else doc_experiment)(sets, args.max_per_page)
         return
     ranker = ablation(sets, args.max_per_page)
     if args.out:

@@ -3,6 +3,7 @@ identical earlier version measured, and anything changed asks again (real instan
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import dagster as dg
@@ -48,7 +49,8 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
     store = RagStore(home=str(tmp_path / "home"))
     settings = BuildSettings(sources_file=str(fixture_sources), adapt=False)
     run_config = {"ops": {
-        "eval_run": {"config": {"benchmarks": [bench], "regimes": ["dense", "lexical", "hybrid-page"]}},
+        "eval_run": {"config": {"benchmarks": [bench],
+                                "regimes": ["dense", "lexical", "hybrid-page", "hybrid-rerank"]}},
         "abstention_calibration": {"config": {"off_topic": off_topic, "answerable": answerable,
                                               "min_questions": 2}},
         "page_ranker": {"config": {"train": answerable}}}}
@@ -73,6 +75,10 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
         meta = _meta(reused, "eval_run")
         assert meta["reused_rows"] == len(rows(second)) == len(rows(first)) > 0
         assert first in meta["coverage"] and rows(second) == rows(first)
+        # No cross-encoder here: hybrid-rerank degrades on every question, as it did when stored.
+        degraded = store.warehouse().rows("SELECT DISTINCT regime FROM eval_results WHERE index_version = ? "
+                                          "AND degraded", [second])
+        assert degraded == [("hybrid-rerank",)]
         calibration = _meta(reused, "abstention_calibration")
         assert calibration["reused_from"] == first
         assert calibration["floor"] == _meta(measured, "abstention_calibration")["floor"]
@@ -90,6 +96,15 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
         assert _meta(asked, "eval_run")["reused_rows"] == 0
         _, read_back = build(["eval_run"], second, fewer)  # asked once: now identical
         assert _meta(read_back, "eval_run")["reused_rows"] == len(rows(second))
+        # A stored run that degraded differently (here: dense, as if its index had been unreadable)
+        # is not read back: degradation is a fact of the machine at the time, not of the inputs.
+        for stored in (tmp_path / "home" / "eval_cache").glob("*.json.gz"):
+            kept = json.loads(gzip.decompress(stored.read_bytes()))
+            for row in kept["run"]["rows"]:
+                row["degraded"] = row["degraded"] or row["regime"] == "dense"
+            stored.write_bytes(gzip.compress(json.dumps(kept).encode()))
+        _, reasked = build(["eval_run"], second, fewer)
+        assert _meta(reasked, "eval_run")["reused_rows"] == 0
         off = {"ops": {"eval_run": {"config": {"benchmarks": [changed], "regimes": ["dense", "lexical"],
                                                "reuse_identical": False}}}}
         _, forced = build(["eval_run"], second, off)

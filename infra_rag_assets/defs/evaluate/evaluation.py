@@ -20,7 +20,7 @@ from ...rag.evaluate import gates as gate_lib
 from ...rag.evaluate.benchmarks import load_benchmark
 from ...rag.evaluate.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
 from ...rag.evaluate.metrics import METRIC_NAMES
-from ...rag.evaluate.reuse import content_key, load_run, save_run
+from ...rag.evaluate.reuse import content_key, degraded_regimes, load_run, probe_degraded, save_run
 from ...rag.index.config import stable_hash
 from ...rag.operate import releases
 from ..partitions import index_version
@@ -151,6 +151,9 @@ def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, en
         addressed = config.reuse_identical and all(inputs["upstream"].values())
         key = content_key("eval_run", {**inputs, "benchmark": bench.version_hash})
         stored = load_run(root, key) if addressed else None
+        if stored is not None and degraded_regimes(stored[0]) != _degraded_now(engine, config, bench):
+            context.log.info(f"{bench.name}: a regime degrades differently than when {stored[1]} scored it")
+            stored = None
         if stored is not None:
             context.log.info(f"{bench.name}: reused the scoring of {stored[1]} (identical inputs and code)")
             runs.append(stored[0])
@@ -165,6 +168,12 @@ def _run_benchmarks(context: dg.AssetExecutionContext, config: EvalRunConfig, en
         runs.append(run)
         measured_in[bench.name] = ASKED
     return runs, measured_in
+
+
+def _degraded_now(engine, config: EvalRunConfig, bench) -> dict[str, bool]:
+    question = next((r.question for r in bench.records), "")
+    return probe_degraded(engine, question, [*config.regimes, *experiment_configs(config)],
+                          (config.serving_config, config.serving_k), config.k)
 
 
 def experiment_configs(config: EvalRunConfig) -> list:

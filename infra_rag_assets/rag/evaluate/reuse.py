@@ -11,7 +11,9 @@ configuration, the benchmark's content hash, the known page ids, the resolved re
 serving config, the hash of this package's query and scoring code, and the versions of the
 libraries that compute scores. Anything else changed asks again. What is not re-measured is
 latency: reused rows carry the latencies of the run that measured them, and the asset says
-which version that was. A run with degraded rows (e.g. reranker unavailable) is never stored.
+which version that was. Whether a regime degrades (e.g. no cross-encoder offline) is a fact of
+the machine, not of the inputs: a stored run is read back only while one probe question per
+regime degrades exactly as the stored rows did.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..index.config import stable_hash
-from .evaluation import BenchmarkRun
+from .evaluation import SERVING, BenchmarkRun, label
 
 SCORING_LIBRARIES = ("sentence-transformers", "torch", "tantivy", "lancedb", "duckdb", "polars")
 FORMAT = 1
@@ -62,9 +64,7 @@ def cache_path(root: Path, key: str) -> Path:
 
 
 def save_run(root: Path, key: str, run: BenchmarkRun, version: str) -> Path | None:
-    """Store a scored run under ``key`` (written aside, then renamed); degraded runs are not stored."""
-    if any(row.get("degraded") for row in run.rows):
-        return None
+    """Store a scored run under ``key`` (written aside, then renamed)."""
     root.mkdir(parents=True, exist_ok=True)
     path = cache_path(root, key)
     staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -85,3 +85,18 @@ def load_run(root: Path, key: str) -> tuple[BenchmarkRun, str] | None:
         return BenchmarkRun(**stored["run"]), stored["measured_in"]
     except (OSError, ValueError, KeyError, TypeError, EOFError):
         return None  # absent, truncated or from another format: ask again
+
+
+def degraded_regimes(run: BenchmarkRun) -> dict[str, bool]:
+    """Per regime label: did any of the stored rows degrade?"""
+    out: dict[str, bool] = {}
+    for row in run.rows:
+        out[row["regime"]] = out.get(row["regime"], False) or bool(row.get("degraded"))
+    return out
+
+
+def probe_degraded(engine, question: str, regimes, serving: tuple[str, int], k: int) -> dict[str, bool]:
+    """Per regime label: does one question degrade under it now (same shape as ``degraded_regimes``)?"""
+    out = {label(r): engine.search(question, config=r, k=k).degraded for r in regimes}
+    out[SERVING] = engine.search(question, config=serving[0], k=serving[1]).degraded
+    return out
