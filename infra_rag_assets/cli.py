@@ -41,7 +41,7 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 @click.option("--in-process", "in_process", is_flag=True, help="run in this process (faster start; the UI lists "
               "the run but cannot re-execute it)")
 @click.option("--quick", is_flag=True, help="a new version with the base model as is: no domain adaptation "
-              "(saves ~15 min on a cold build; same as INFRA_RAG_ADAPT=0)")
+              "(saves 10-20 min on a cold build; same as INFRA_RAG_ADAPT=0)")
 @click.pass_obj
 @friendly_errors
 def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool,

@@ -93,7 +93,7 @@ class BuildSettings(dg.ConfigurableResource):
     chunk_max_tokens: int = ChunkSettings.max_tokens
     context_line: bool = ChunkSettings.context_line
     adapt: bool = Field(default_factory=default_adapt, description="adapt the model to the corpus in the build "
-                        "(domain_model, ~15 min cold, reused when unchanged); false = quick base-model build "
+                        "(domain_model, 10-20 min cold, reused when unchanged); false = quick base-model build "
                         "(default: env INFRA_RAG_ADAPT, else true)")
     adapt_labelled_examples: int = AdaptRecipe.labelled_examples
     adapt_doc_examples: int = AdaptRecipe.doc_examples

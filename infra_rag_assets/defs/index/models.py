@@ -73,7 +73,7 @@ def _descriptions(store: RagStore, version: str) -> dict[str, str]:
     description="The embedding model of the version. With an adaptation recipe in the version's config "
     "(default): all-MiniLM-L6-v2 fine-tuned (MultipleNegativesRankingLoss) on labelled k8s train questions "
     "+ label-free pairs from every project's docs, with BM25 hard negatives; content-addressed under "
-    "<home>/models/<key>/, so an unchanged rebuild retrains nothing (~15 min cold on 2 cores). Without one "
+    "<home>/models/<key>/, so an unchanged rebuild retrains nothing (10-20 min cold on 2 cores). Without one "
     "(quick build): a pass-through naming the base model. data_version = the weights hash vectors embed with.",
 )
 def domain_model(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
