@@ -11,6 +11,7 @@ from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_ch
 from infra_rag_assets.rag.search.ranker_features import (
     FEATURE_NAMES,
     GROUPS,
+    for_contributors,
     is_definitional,
     page_candidates,
     page_type,
@@ -56,6 +57,16 @@ def test_page_types():
     assert page_type(CATALOG["c1"]) == "concept" and page_type({"page_kind": "guide", "url": ""}) == "other"
 
 
+def test_pages_for_contributors_across_projects():
+    assert for_contributors({"url": "https://kubernetes.io/docs/contribute/style/#x", "page_kind": "guide"})
+    assert for_contributors({"url": "https://argo-cd.readthedocs.io/en/stable/developer-guide/running-locally/"})
+    assert for_contributors({"url": "https://argo-cd.readthedocs.io/en/stable/CONTRIBUTING/"})
+    assert for_contributors({"url": "", "page_kind": "proposal"})
+    assert not for_contributors({"url": "https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/"})
+    assert not for_contributors({"url": "https://kubernetes.io/docs/concepts/contributors-guide-is-not-a-path/"})
+    assert not for_contributors(CATALOG["c1"])
+
+
 def test_features_by_hand():
     cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
     concept, api, glossary, parent = (cands.pages.index(p) for p in (
@@ -73,7 +84,7 @@ def test_features_by_hand():
     assert x[concept, col("title_in_q")] == 0.0 and x[concept, col("head_cover")] == 1.0
     assert x[api, col("t_api")] == 1.0 and x[api, col("def_api")] == 1.0 and x[glossary, col("t_glossary")] == 1.0
     assert x[parent, col("children")] == pytest.approx(np.log1p(1)) and x[concept, col("has_parent")] == 1.0
-    assert np.all(x[:, col("def_q")] == 1.0)
+    assert np.all(x[:, col("def_q")] == 1.0) and np.all(x[:, col("t_contrib")] == 0.0)
 
 
 def test_no_candidates():

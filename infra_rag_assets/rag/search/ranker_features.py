@@ -17,7 +17,9 @@ groups, so an ablation can switch a group off by name:
 * ``project``: how many of the top candidates share the page's source (the question's project);
 * ``hier``: parent/child relations among the candidates (children present, the parent
   present, parent or child of the top candidate), since a parent and a child page often both
-  match.
+  match;
+* ``audience``: whether the page is written for the project's contributors rather than its users (a
+  contributor guide or design proposal answers how the project is built, rarely how to use it).
 
 Every feature is relative to the question's own candidates or to the page's title and type,
 never to a project's name: the ranker is trained on Kubernetes questions only and must carry
@@ -48,6 +50,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "type": ("t_glossary", "t_api"),
     "project": ("proj_share", "proj_top"),
     "hier": ("children", "has_parent", "parent_of_top", "child_of_top"),
+    "audience": ("t_contrib",),
 }
 FEATURE_NAMES: tuple[str, ...] = tuple(name for names in GROUPS.values() for name in names)
 
@@ -99,6 +102,18 @@ def page_type(row: Mapping) -> str:
     if "/kubernetes-api/" in url or "/config-api/" in url:
         return "api"
     return kind if kind in ("reference", "concept", "task", "tutorial") else "other"
+
+
+_CONTRIBUTOR_PATH = re.compile(r"/(?:contribute|developer-guide|proposals)/|/contributing/?$", re.IGNORECASE)
+
+
+def for_contributors(row: Mapping) -> bool:
+    """A page written for the project's own contributors (contributor guides, design
+    proposals), not for its users: Kubernetes ``/contribute/``, Argo CD ``/developer-guide/``
+    and ``/proposals/``. They share a feature, so a weight learned on Kubernetes questions
+    carries over to Argo CD's design proposals."""
+    url = (row.get("url") or "").split("#")[0]
+    return row.get("page_kind") == "proposal" or bool(_CONTRIBUTOR_PATH.search(url))
 
 
 def _side(ranking: Ranking, page_of: Callable[[str], str | None]) -> dict[str, tuple[float, float, float, int]]:
@@ -226,4 +241,5 @@ def _row(question: str, page: str, rank: int, base: float, sides: tuple[dict, di
         float(kind == "glossary"), float(kind == "api"),
         *_project(first.get("project") or "", top_projects),
         *_hier(page, pages),
+        float(for_contributors(first)),
     ]
