@@ -38,8 +38,8 @@ class PageRankerConfig(dg.Config):
     kinds={"numpy"},
     owners=["team:search-platform"],
     description="Learned page ranker of this version: hybrid-page's candidates of a seeded sample of k8s "
-    "train questions, 36 page features, pairwise logistic fit. Written as ranker.json in the serving "
-    "snapshot, where the hybrid-learned config (CLI, service, eval_run) reads it. Content-addressed: "
+    f"train questions, {len(FEATURE_NAMES)} page features, pairwise logistic fit. Written as ranker.json in the "
+    "serving snapshot, where the hybrid-learned config (CLI, service, eval_run) reads it. Content-addressed: "
     "an unchanged rebuild reuses the weights.",
 )
 def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
