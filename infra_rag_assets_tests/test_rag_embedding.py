@@ -112,14 +112,17 @@ def test_crash_mid_build_keeps_finished_batches(embedder, tmp_path):
         raise KeyboardInterrupt(f"killed at {done}/{total}")
 
     with pytest.raises(KeyboardInterrupt):
-        embed_with_cache(embedder, cache, TEXTS, batch_size=4, progress=crash_after_first_batch)
+        embed_with_cache(embedder, cache, TEXTS, batch_size=2, commit_every=4, progress=crash_after_first_batch)
     cached = cache.get_many(embedder.weights_hash, [text_hash(t) for t in TEXTS])
     assert len(cached) == 4
 
     before = embedder.encoded_texts
     seen: list[tuple[int, int]] = []
-    _, stats = embed_with_cache(embedder, cache, TEXTS, batch_size=4, progress=lambda d, t: seen.append((d, t)))
+    calls = embedder.encode_calls
+    _, stats = embed_with_cache(embedder, cache, TEXTS, batch_size=2, commit_every=4,
+                                progress=lambda d, t: seen.append((d, t)))
     assert embedder.encoded_texts - before == 6 and stats.hits == 4
+    assert embedder.encode_calls - calls == 3  # forward passes of 2 texts, commits of 4
     assert seen == [(4, 6), (6, 6)]
 
 

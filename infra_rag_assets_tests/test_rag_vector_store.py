@@ -149,3 +149,41 @@ def test_bad_input_is_rejected_before_writing(tmp_path, embedder, vectors):
     with pytest.raises(ValueError, match="distinct"):
         write_vectors(db, "v1", _rows()[:2] + _rows()[:1], vectors[:3], embedder.info)
     assert not table_exists(db, "v1")
+
+
+def _lancedb_scan(searcher: VectorSearcher, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    hits = (searcher.table.search(query).distance_type("cosine").bypass_vector_index()
+            .select(["chunk_id", "_distance"]).limit(k).to_arrow())
+    return [(cid, 1.0 - d) for cid, d in zip(hits["chunk_id"].to_pylist(), hits["_distance"].to_numpy())]
+
+
+@pytest.mark.parametrize("k", [1, 3, len(CHUNKS), 50])
+def test_memory_scan_ranks_exactly_like_lancedb(searcher, embedder, k):
+    """Unfiltered queries rank in process; order and scores must be LanceDB's flat scan's."""
+    for question in ["stable IP for pods", "terraform remote state", "cached docker layers", "zzz"]:
+        query = embedder.encode([question])[0]
+        ours, theirs = searcher.search(query, k), _lancedb_scan(searcher, query, k)
+        assert [cid for cid, _ in ours] == [cid for cid, _ in theirs]
+        np.testing.assert_allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
+    assert searcher._scan is not None  # the in-process path was the one taken
+
+
+def test_large_table_and_unnormalised_queries_fall_back_or_normalise(tmp_path, embedder, vectors):
+    db = str(tmp_path / "lancedb")
+    write_vectors(db, "v1", _rows(), vectors, embedder.info)
+    small_limit = VectorSearcher.open(db, "v1", embedder, memory_scan_max_rows=len(CHUNKS) - 1)
+    query = embedder.encode(["how are alerting rules evaluated"])[0]
+    assert small_limit.search(query, 4) == pytest.approx(_lancedb_scan(small_limit, query, 4))
+    assert small_limit._scan is None  # too many rows to hold: LanceDB scanned
+    held = VectorSearcher.open(db, "v1", embedder)
+    assert [c for c, _ in held.search(query * 7.0, 4)] == [c for c, _ in held.search(query, 4)]
+    assert held.search(query * 7.0, 1)[0][1] == pytest.approx(held.search(query, 1)[0][1], abs=1e-6)
+
+
+def test_concurrent_first_queries_share_one_scan(searcher, embedder):
+    from concurrent.futures import ThreadPoolExecutor
+
+    query = embedder.encode(["persistent storage"])[0]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: searcher.search(query, 3), range(32)))
+    assert all(r == results[0] for r in results) and results[0][0][0] == "k8s-3"

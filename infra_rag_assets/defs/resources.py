@@ -155,7 +155,8 @@ def _fingerprint(config: BuildConfig) -> str:
 class EmbedderResource(dg.ConfigurableResource):
     """How to run the embedding model (which model is part of the version's configuration)."""
 
-    batch_size: int = Field(default=32, description="texts per forward pass (32 is fastest on 2 CPU cores)")
+    batch_size: int = Field(default=8, description="texts per forward pass: 8 measured fastest on 2 CPU cores "
+                            "(23.9 texts/s vs 19.4 at 32 and 16.5 at 64, length-sorted chunks, 2026-12-02)")
     device: str = "cpu"
 
     def embedder(self, model: str):

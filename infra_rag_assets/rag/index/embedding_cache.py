@@ -122,14 +122,15 @@ def embed_with_cache(
     cache: EmbeddingCache,
     texts: Sequence[str],
     *,
-    batch_size: int = 64,
+    batch_size: int = 8,
+    commit_every: int = 512,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, CacheStats]:
     """Vectors for ``texts`` (row-aligned), encoding only distinct texts missing from the cache.
 
-    Misses are sorted by length so batches pad little, and each batch is committed to the
-    cache before ``progress(done, total_misses)`` runs: an interrupted build resumes where it
-    stopped.
+    Misses are sorted by length so forward passes of ``batch_size`` texts pad little. Every
+    ``commit_every`` texts are committed to the cache (one transaction) before
+    ``progress(done, total_misses)`` runs: an interrupted build resumes where it stopped.
     """
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))
@@ -137,8 +138,9 @@ def embed_with_cache(
     found = cache.get_many(model_hash, list(unique))
     misses = sorted((h for h in unique if h not in found), key=lambda h: len(unique[h]))
     seconds = 0.0
-    for start in range(0, len(misses), batch_size):
-        batch = misses[start : start + batch_size]
+    step = max(commit_every, batch_size)
+    for start in range(0, len(misses), step):
+        batch = misses[start : start + step]
         t0 = time.perf_counter()
         vecs = embedder.encode([unique[h] for h in batch], batch_size=batch_size)
         seconds += time.perf_counter() - t0
