@@ -256,14 +256,20 @@ class VectorSearcher:
                 flat = data["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
                 matrix = flat.astype(np.float32, copy=False).reshape(data.num_rows, dim)
                 norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                self._scan = (data["chunk_id"].to_pylist(), matrix / np.where(norms > 0, norms, 1.0))
+                unit_rows = np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+                self._scan = (data["chunk_id"].to_pylist(), unit_rows)
             return self._scan
 
 
 def _top_k(ids: list[str], unit_rows: np.ndarray, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-    """Exact cosine top ``k``, best first; equal scores keep table order."""
+    """Exact cosine top ``k``, best first; equal scores keep table order. The product runs in
+    torch, on the process's torch threads (one in the service and in eval_run): numpy's
+    OpenBLAS would start its own busy-waiting threads in every service worker."""
+    import torch
+
     norm = float(np.linalg.norm(query))
-    scores = unit_rows @ (query / norm if norm > 0 else query)
+    unit_query = np.ascontiguousarray(query / norm if norm > 0 else query, dtype=np.float32)
+    scores = torch.mv(torch.from_numpy(unit_rows), torch.from_numpy(unit_query)).numpy()
     k = min(k, len(ids))
     if k == 0:
         return []
