@@ -187,3 +187,21 @@ def test_concurrent_first_queries_share_one_scan(searcher, embedder):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: searcher.search(query, 3), range(32)))
     assert all(r == results[0] for r in results) and results[0][0][0] == "k8s-3"
+
+
+def test_operators_bound_the_in_process_scan(tmp_path, embedder, vectors, monkeypatch):
+    from infra_rag_assets.rag.index.vector_store import MEMORY_SCAN_ENV
+
+    db = str(tmp_path / "lancedb")
+    write_vectors(db, "v1", _rows(), vectors, embedder.info)
+    query = embedder.encode(["database credentials"])[0]
+    monkeypatch.setenv(MEMORY_SCAN_ENV, "0")
+    off = VectorSearcher.open(db, "v1", embedder)
+    assert off.search(query, 2)[0][0] == "vault-1" and off._scan is None and off._scan_refused
+    monkeypatch.setenv(MEMORY_SCAN_ENV, "100")
+    on = VectorSearcher.open(db, "v1", embedder)
+    assert on.search(query, 2)[0][0] == "vault-1" and on._scan is not None
+    for bad in ("-1", "lots", "1e6"):
+        monkeypatch.setenv(MEMORY_SCAN_ENV, bad)
+        with pytest.raises(ValueError, match=MEMORY_SCAN_ENV):
+            VectorSearcher.open(db, "v1", embedder)

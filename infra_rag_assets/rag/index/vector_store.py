@@ -24,6 +24,7 @@ passes ~250k-1M rows or latency matters more than exact recall (prefiltering is 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -41,6 +42,18 @@ from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMisma
 _META_KEYS = ("model_id", "weights_hash", "dimension", "metric", "max_seq_length", "version")
 _EQUALITY_FILTERS = ("project", "source", "page_kind", "doc_id")
 MEMORY_SCAN_MAX_ROWS = 250_000  # ~370 MB of float32 at 384 dimensions: above it, LanceDB scans
+MEMORY_SCAN_ENV = "INFRA_RAG_MEMORY_SCAN_MAX_ROWS"
+
+
+def memory_scan_limit() -> int:
+    """Rows a searcher may hold in process (``INFRA_RAG_MEMORY_SCAN_MAX_ROWS``; 0 = LanceDB always)."""
+    raw = os.environ.get(MEMORY_SCAN_ENV, "").strip()
+    if not raw:
+        return MEMORY_SCAN_MAX_ROWS
+    if not raw.isdigit():
+        raise ValueError(f"{MEMORY_SCAN_ENV} must be a whole number of rows (0 turns the in-process scan off), "
+                         f"got {raw!r}")
+    return int(raw)
 _ROW_FIELDS = [
     pa.field("chunk_id", pa.string(), nullable=False),
     pa.field("doc_id", pa.string()),
@@ -202,12 +215,13 @@ class VectorSearcher:
     """Cosine search over one index version, refusing to run with a different model."""
 
     def __init__(self, table: Any, embedder: Embedder, built: Mapping[str, Any], *,
-                 memory_scan_max_rows: int = MEMORY_SCAN_MAX_ROWS) -> None:
+                 memory_scan_max_rows: int | None = None) -> None:
         self.table = table
         self.embedder = embedder
         self.built = dict(built)
-        self.memory_scan_max_rows = memory_scan_max_rows
+        self.memory_scan_max_rows = memory_scan_limit() if memory_scan_max_rows is None else memory_scan_max_rows
         self._scan: tuple[list[str], np.ndarray] | None = None  # (chunk ids, unit-norm rows), read once
+        self._scan_refused = False  # the table has more rows than the limit: LanceDB scans
         self._scan_lock = threading.Lock()
 
     @classmethod
@@ -250,8 +264,10 @@ class VectorSearcher:
     def _memory_scan(self) -> tuple[list[str], np.ndarray] | None:
         """The table's ids and unit-norm vectors, read on first use (None: too large to hold)."""
         with self._scan_lock:
-            if self._scan is None and self.table.count_rows() <= self.memory_scan_max_rows:
-                data = self.table.to_arrow().select(["chunk_id", "vector"])
+            rows = self.table.count_rows() if self._scan is None and not self._scan_refused else 0
+            self._scan_refused = self._scan_refused or rows > self.memory_scan_max_rows
+            if self._scan is None and not self._scan_refused:
+                data = self.table.search().select(["chunk_id", "vector"]).limit(rows).to_arrow()  # 2 columns only
                 dim = int(self.built["dimension"])
                 flat = data["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
                 matrix = flat.astype(np.float32, copy=False).reshape(data.num_rows, dim)
