@@ -44,16 +44,6 @@ _EQUALITY_FILTERS = ("project", "source", "page_kind", "doc_id")
 MEMORY_SCAN_MAX_ROWS = 250_000  # ~370 MB of float32 at 384 dimensions: above it, LanceDB scans
 MEMORY_SCAN_ENV = "INFRA_RAG_MEMORY_SCAN_MAX_ROWS"
 
-
-def memory_scan_limit() -> int:
-    """Rows a searcher may hold in process (``INFRA_RAG_MEMORY_SCAN_MAX_ROWS``; 0 = LanceDB always)."""
-    raw = os.environ.get(MEMORY_SCAN_ENV, "").strip()
-    if not raw:
-        return MEMORY_SCAN_MAX_ROWS
-    if not raw.isdigit():
-        raise ValueError(f"{MEMORY_SCAN_ENV} must be a whole number of rows (0 turns the in-process scan off), "
-                         f"got {raw!r}")
-    return int(raw)
 _ROW_FIELDS = [
     pa.field("chunk_id", pa.string(), nullable=False),
     pa.field("doc_id", pa.string()),
@@ -64,6 +54,17 @@ _ROW_FIELDS = [
     pa.field("pages", pa.list_(pa.int32())),
     pa.field("text", pa.string()),
 ]
+
+
+def memory_scan_limit() -> int:
+    """Rows a searcher may hold in process (``INFRA_RAG_MEMORY_SCAN_MAX_ROWS``; 0 = LanceDB always)."""
+    raw = os.environ.get(MEMORY_SCAN_ENV, "").strip()
+    if not raw:
+        return MEMORY_SCAN_MAX_ROWS
+    if not raw.isdigit():
+        raise ValueError(f"{MEMORY_SCAN_ENV} must be a whole number of rows (0 turns the in-process scan off), "
+                         f"got {raw!r}")
+    return int(raw)
 
 
 @dataclass(frozen=True)
