@@ -23,6 +23,14 @@ CREATE TABLE IF NOT EXISTS vectors_{dim} (model_hash VARCHAR, text_hash VARCHAR,
 """
 
 
+def vector_matrix(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    """An Arrow column of ``dim``-float lists as one (rows, dim) float32 matrix, without a
+    Python object per row (DuckDB ``FLOAT[dim]`` and LanceDB vector columns alike)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    flat = array.flatten().to_numpy(zero_copy_only=False)
+    return flat.astype(np.float32, copy=False).reshape(len(array), dim)
+
+
 class EmbeddingCache:
     """Vectors keyed by (model weights hash, text hash) in ``<cache_dir>/embeddings.duckdb``.
 
@@ -80,10 +88,7 @@ class EmbeddingCache:
                 "WHERE v.model_hash = $m",
                 params={"m": model_hash},
             ).to_arrow_table()
-        keys = table.column("text_hash").to_pylist()
-        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        matrix = flat.astype(np.float32, copy=False).reshape(len(keys), dim)
-        return dict(zip(keys, matrix))
+        return dict(zip(table.column("text_hash").to_pylist(), vector_matrix(table.column("vector"), dim)))
 
     def put_many(self, model_hash: str, items: Mapping[str, np.ndarray]) -> None:
         """Insert vectors in one transaction; keys already present are left untouched."""

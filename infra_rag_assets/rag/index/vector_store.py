@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
+from infra_rag_assets.rag.index.embedding_cache import vector_matrix
 
 _META_KEYS = ("model_id", "weights_hash", "dimension", "metric", "max_seq_length", "version")
 _EQUALITY_FILTERS = ("project", "source", "page_kind", "doc_id")
@@ -158,9 +159,15 @@ def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
 
 def read_vectors(db_uri: str, version: str) -> dict[str, np.ndarray]:
     """chunk_id -> stored (L2-normalised) vector of every row of the version's table."""
-    table = _open(db_uri, version).to_arrow().select(["chunk_id", "vector"])
-    vectors = np.stack(table["vector"].to_numpy(zero_copy_only=False)).astype(np.float32)
-    return dict(zip(table["chunk_id"].to_pylist(), vectors))
+    table = _open(db_uri, version)
+    ids, matrix = _ids_and_vectors(table, table.count_rows(), int(read_model_info(db_uri, version)["dimension"]))
+    return dict(zip(ids, matrix))
+
+
+def _ids_and_vectors(table: Any, rows: int, dim: int) -> tuple[list[str], np.ndarray]:
+    """Every row's chunk id and vector, reading those two columns only."""
+    data = table.search().select(["chunk_id", "vector"]).limit(rows).to_arrow()
+    return data["chunk_id"].to_pylist(), vector_matrix(data["vector"], dim)
 
 
 def count_rows(db_uri: str, version: str) -> int:
@@ -264,17 +271,18 @@ class VectorSearcher:
 
     def _memory_scan(self) -> tuple[list[str], np.ndarray] | None:
         """The table's ids and unit-norm vectors, read on first use (None: too large to hold)."""
+        if self._scan is not None or self._scan_refused:  # every query after the first
+            return self._scan
         with self._scan_lock:
-            rows = self.table.count_rows() if self._scan is None and not self._scan_refused else 0
-            self._scan_refused = self._scan_refused or rows > self.memory_scan_max_rows
             if self._scan is None and not self._scan_refused:
-                data = self.table.search().select(["chunk_id", "vector"]).limit(rows).to_arrow()  # 2 columns only
-                dim = int(self.built["dimension"])
-                flat = data["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                matrix = flat.astype(np.float32, copy=False).reshape(data.num_rows, dim)
-                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                unit_rows = np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
-                self._scan = (data["chunk_id"].to_pylist(), unit_rows)
+                rows = self.table.count_rows()
+                if rows > self.memory_scan_max_rows:
+                    self._scan_refused = True
+                else:
+                    ids, matrix = _ids_and_vectors(self.table, rows, int(self.built["dimension"]))
+                    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                    self._scan = (ids, np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0),
+                                                            dtype=np.float32))
             return self._scan
 
 
