@@ -50,7 +50,7 @@ class AdaptRecipe:
     doc_examples: int = 1500  # label-free (query, chunk) pairs from the docs, shared across projects
     epochs: int = 1
     batch_size: int = 32
-    # Training truncation only; the model embeds at its own length (256). 96 trains in 0.62x the
+    # Training truncation only; the model embeds at its own length (256). 96 trains in ~0.7x the
     # time of 128 with the same served quality (tuning-log "96 training tokens").
     max_seq_length: int = 96
     lr: float = 2e-5
