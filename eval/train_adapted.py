@@ -5,7 +5,7 @@ a version registered with the same recipe, so a later ``infra-rag build`` with u
 reuses it. Used to measure recipes on a full-corpus home without rebuilding it:
 
     python eval/train_adapted.py --home /work/adapt-home --version 2026-12-01T0313-067db5 \
-        [--labelled 1500 --doc 1500 --max-seq-length 128 --epochs 1]
+        [--labelled 1500 --doc 1500 --max-seq-length 96 --epochs 1]
 
 then ``INFRA_RAG_MODEL=<printed model path> infra-rag build --from chunks --through eval_run``
 measures it (the same chunks, every regime). Prints training.json's counts and timings.
