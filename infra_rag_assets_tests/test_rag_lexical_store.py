@@ -229,6 +229,17 @@ def test_title_boost_outranks_body_only_hit(tmp_path: Path) -> None:
     assert high > low
 
 
+def test_equal_scores_rank_in_build_order_every_build(tmp_path: Path) -> None:
+    """Identical chunks (equal BM25 scores) come back in the order they were indexed, in every
+    build: a release's lexical ties must not depend on how indexing threads split the work."""
+    docs = [_doc(f"twin-{i:03d}", K8S, "web", "concept", title="Twins", section="Twins",
+                 text="A rollback restores the previous revision of the workload.") for i in range(300)]
+    expected = [d.chunk_id for d in docs][:120]
+    for build in range(3):
+        build_index(tmp_path / f"lex-{build}", docs)
+        assert _ids(LexicalSearcher.open(tmp_path / f"lex-{build}").search("rollback revision", 120)) == expected
+
+
 def _temp_dirs(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.name.startswith((".staging-", ".old-")))
 
