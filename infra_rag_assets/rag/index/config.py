@@ -42,7 +42,7 @@ class AdaptRecipe:
     build config; the adapted weights are only known after training, so the recipe is what
     a version is registered with. Defaults are the measured main-job recipe
     (docs/tuning-log.md, "Every labelled question in the recipe" and "96 training tokens"):
-    ~4,300 triplets, 15 min on 2 half-speed cores."""
+    ~4,300 triplets, 11–15 min on 2 cores."""
 
     # Upper bound on the k8s train questions whose page is indexed (seeded sample below it): 3,000
     # is above the 2,769 usable today, so every labelled question trains the model.

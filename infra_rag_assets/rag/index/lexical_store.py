@@ -123,6 +123,7 @@ def _write_index(path: Path, docs: Iterable[LexicalDoc], heap_bytes: int) -> int
     # breaks equal BM25 scores the same way in every build of the same chunks. With two threads
     # the split between segments varied, and two cold builds of identical content ordered the
     # lexical top 100 differently for 146 of 300 eval questions (and changed the set for 14).
+    # Shown for an index that fits one segment in ``heap_bytes`` (the default corpus: one, ~4 s).
     writer = index.writer(heap_size=heap_bytes, num_threads=1)
     count = 0
     try:
