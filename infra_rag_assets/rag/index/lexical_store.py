@@ -138,8 +138,6 @@ def _write_index(path: Path, docs: Iterable[LexicalDoc], heap_bytes: int) -> int
     return count
 
 
-
-
 def _write_manifest(path: Path, count: int) -> None:
     manifest = {
         "doc_count": count,

@@ -160,14 +160,15 @@ def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
 def read_vectors(db_uri: str, version: str) -> dict[str, np.ndarray]:
     """chunk_id -> stored (L2-normalised) vector of every row of the version's table."""
     table = _open(db_uri, version)
-    ids, matrix = _ids_and_vectors(table, table.count_rows(), int(read_model_info(db_uri, version)["dimension"]))
+    ids, matrix = _ids_and_vectors(table, table.count_rows())
     return dict(zip(ids, matrix))
 
 
-def _ids_and_vectors(table: Any, rows: int, dim: int) -> tuple[list[str], np.ndarray]:
-    """Every row's chunk id and vector, reading those two columns only."""
+def _ids_and_vectors(table: Any, rows: int) -> tuple[list[str], np.ndarray]:
+    """Every row's chunk id and vector, reading those two columns only (the dimension is the
+    vector column's fixed list size, so no second read of the table's metadata)."""
     data = table.search().select(["chunk_id", "vector"]).limit(rows).to_arrow()
-    return data["chunk_id"].to_pylist(), vector_matrix(data["vector"], dim)
+    return data["chunk_id"].to_pylist(), vector_matrix(data["vector"], table.schema.field("vector").type.list_size)
 
 
 def count_rows(db_uri: str, version: str) -> int:
@@ -279,7 +280,7 @@ class VectorSearcher:
                 if rows > self.memory_scan_max_rows:
                     self._scan_refused = True
                 else:
-                    ids, matrix = _ids_and_vectors(self.table, rows, int(self.built["dimension"]))
+                    ids, matrix = _ids_and_vectors(self.table, rows)
                     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
                     self._scan = (ids, np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0),
                                                             dtype=np.float32))
