@@ -34,7 +34,7 @@ from ..ingest.models import PageSpan, Section
 from .config import ChunkSettings
 from .tokens import TokenCounter, hard_cut, trim
 
-CHUNKER_VERSION = "1"  # bump when cutting rules change, so config_hash (and caches) move
+CHUNKER_VERSION = "2"  # bump when cutting rules change, so config_hash (and caches) move
 
 # Strength of a whitespace run as a cut point; splitting at level L cuts at runs >= L.
 _WORD, _SENTENCE, _LINE, _PARAGRAPH = 1, 2, 3, 4
@@ -198,9 +198,12 @@ def _split_unit(
 
     The plan uses one tokenization of the unit (counts of sub-ranges by bisecting token
     starts), which is exact when cuts fall on whitespace the tokenizer also splits on. Every
-    chunk is then re-counted on its own text; the rare chunk whose true count disagrees and
-    exceeds the limit is hard-cut (U+000B, U+001C..F, U+0085 are whitespace to Python but
-    control characters BERT deletes, gluing the words on either side into one).
+    chunk is then re-counted on its own text. The rare chunk whose true count disagrees and
+    exceeds the limit is planned again from its own tokenization, so it is still cut between
+    words where it can be (U+000B, U+001C..F, U+0085 are whitespace to Python but control
+    characters BERT deletes, gluing the words on either side into one; a hard-cut piece of an
+    over-long word re-counts differently once a short word is merged onto it). Each re-plan
+    works on a strictly shorter range, so this ends.
     """
     plan = _Planner(text, start, end, counter, config)
     ranges = plan.split(start, end, _PARAGRAPH)
@@ -212,7 +215,7 @@ def _split_unit(
         if n <= config.max_tokens:
             out.append((s, e, n))
         else:
-            out.extend(hard_cut(text, s, e, counter, config.max_tokens))
+            out.extend(_split_unit(text, s, e, counter, config))
     return out
 
 
