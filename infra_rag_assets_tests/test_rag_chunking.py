@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import re
 import time
 from pathlib import Path
@@ -166,14 +167,19 @@ def test_fitting_units_are_one_chunk_and_cuts_fall_between_words(counter, text, 
         body = text[a:b].strip()
         if body and counter.count(body) <= config.max_tokens:
             assert [c.text for c in inside] == [body]
-        for left, right in zip(inside, inside[1:]):
-            if left.end == right.start:  # no whitespace between: only an over-long word
-                lo, hi = left.end, right.start
-                while lo > a and not text[lo - 1].isspace():
-                    lo -= 1
-                while hi < b and not text[hi].isspace():
-                    hi += 1
-                assert counter.count(text[lo:hi]) > config.max_tokens
+        assert_cuts_between_words(text, a, b, inside, counter, config)
+
+
+def assert_cuts_between_words(text, a, b, chunks, counter, config) -> None:
+    """Adjacent chunks of ``text[a:b]`` with no whitespace between cut an over-long word."""
+    for left, right in zip(chunks, chunks[1:]):
+        if left.end == right.start:
+            lo, hi = left.end, right.start
+            while lo > a and not text[lo - 1].isspace():
+                lo -= 1
+            while hi < b and not text[hi].isspace():
+                hi += 1
+            assert counter.count(text[lo:hi]) > config.max_tokens
 
 
 # --- examples --------------------------------------------------------------------------------
@@ -232,6 +238,22 @@ def test_tokenizer_whitespace_disagreement_is_recounted_and_cut(counter):
     config = ChunkerConfig(8, 8, 0)
     chunks = chunk_document(text, [], [], counter, config)
     assert_invariants(text, [], [], chunks, counter, config)
+
+
+def test_control_characters_gluing_many_words_stay_bounded_and_fast(counter):
+    # A hostile page: every "space" is a control character BERT drops, so the planner's cuts
+    # all disagree with the recount; re-planning must still end, fast, within the limits.
+    glue = ["\x0b", "\x1c", "\x1d", "\x1e", "\x1f", "\x85"]
+    words = ["kube", "proxy", "etcd", "a", "the", "Deployment", "x" * 30, "ab" * 20, "é", "日本", "12345"]
+    pick = random.Random(1)
+    text = " ".join(pick.choice(glue).join(pick.choice(words) for _ in range(pick.randint(1, 6)))
+                    for _ in range(2000))  # ~30 chunks re-count over the limit and are re-planned
+    config = ChunkerConfig(8, 8, 0, max_chunks=100_000)  # the default 2,000 would stop it early
+    started = time.perf_counter()
+    chunks = chunk_document(text, [], [], counter, config)
+    assert time.perf_counter() - started < 20
+    assert_invariants(text, [], [], chunks, counter, config)
+    assert_cuts_between_words(text, 0, len(text), chunks, counter, config)
 
 
 def _pdf(pages: list[str]) -> tuple[str, list[PageSpan]]:

@@ -192,7 +192,7 @@ def _leaf_units(text: str, sections: Sequence[Section]) -> list[tuple[int, int, 
 
 
 def _split_unit(
-    text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig
+    text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig, depth: int = 0
 ) -> list[tuple[int, int, int]]:
     """Chunks ``(start, end, token_count)`` of one trimmed unit, counts verified by the counter.
 
@@ -203,7 +203,8 @@ def _split_unit(
     words where it can be (U+000B, U+001C..F, U+0085 are whitespace to Python but control
     characters BERT deletes, gluing the words on either side into one; a hard-cut piece of an
     over-long word re-counts differently once a short word is merged onto it). Each re-plan
-    works on a strictly shorter range, so this ends.
+    works on a strictly shorter range; past two re-plans (never seen on real text) the chunk
+    is hard-cut, so hostile input cannot make the recursion deep.
     """
     plan = _Planner(text, start, end, counter, config)
     ranges = plan.split(start, end, _PARAGRAPH)
@@ -215,7 +216,8 @@ def _split_unit(
         if n <= config.max_tokens:
             out.append((s, e, n))
         else:
-            out.extend(_split_unit(text, s, e, counter, config))
+            out.extend(_split_unit(text, s, e, counter, config, depth + 1) if depth < 2
+                       else hard_cut(text, s, e, counter, config.max_tokens))
     return out
 
 
