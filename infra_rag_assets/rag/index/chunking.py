@@ -203,8 +203,8 @@ def _split_unit(
     words where it can be (U+000B, U+001C..F, U+0085 are whitespace to Python but control
     characters BERT deletes, gluing the words on either side into one; a hard-cut piece of an
     over-long word re-counts differently once a short word is merged onto it). Each re-plan
-    works on a strictly shorter range; past two re-plans (never seen on real text) the chunk
-    is hard-cut, so hostile input cannot make the recursion deep.
+    works on a strictly shorter range; past two re-plans the chunk is hard-cut, so hostile
+    input cannot make the recursion deep (the default corpus needs no re-plan at all).
     """
     plan = _Planner(text, start, end, counter, config)
     ranges = plan.split(start, end, _PARAGRAPH)
