@@ -199,8 +199,9 @@ def snapshot(obj, versions) -> None:
     """Write serving snapshots from the warehouse (for versions built before snapshots existed).
 
     `lexical_index` writes a version's snapshot as part of every build; this re-derives it
-    without rebuilding any index, and republishes the release pointer."""
-    from .rag.index.serving_snapshot import snapshot_from_warehouse
+    without rebuilding any index, and republishes the release pointer. The version's ranker and
+    calibrated floor are kept when its chunks are unchanged."""
+    from .rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
     from .rag.operate.releases import publish_pointer
 
     home = obj["store"].data_home()
@@ -210,7 +211,9 @@ def snapshot(obj, versions) -> None:
         if version not in built:
             raise UserError(f"index version {version!r} has no chunks in the warehouse")
         manifest = snapshot_from_warehouse(home, version)
-        out.print(f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}")
+        kept = ", ".join(snapshot_files(home.serving_root(), version)) or "none"
+        out.print(f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}"
+                  f" (kept: {kept})")
     pointer = publish_pointer(warehouse)
     console.print(f"release pointer: {pointer['current'] or 'nothing released'}")
 

@@ -1,6 +1,7 @@
 """page_ranker on the fixture corpus: fitted on the version's own candidates of labelled train
 questions, written into the serving snapshot, used by hybrid-learned through the query path,
-reused (not refitted) by an unchanged rerun; too few questions fit nothing."""
+reused (not refitted) by an unchanged rerun, kept by a rewritten snapshot of the same chunks; too
+few questions fit nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import dagster as dg
 
 from infra_rag_assets.builds import materialize_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.rag.index.serving_snapshot import snapshot_from_warehouse
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 
@@ -57,6 +59,10 @@ def test_page_ranker_is_fitted_per_version_used_by_hybrid_learned_and_reused(fre
 
     again = _materialize(version, store, sources, config)  # unchanged inputs: the same weights, not refitted
     assert again["reused_existing"] is True and again["ranker_hash"] == first["ranker_hash"]
+
+    snapshot_from_warehouse(DataHome.at(fresh_home), version)  # `infra-rag snapshot`: the same chunks
+    kept = QueryEngine.open(DataHome.at(fresh_home), version).resolve("hybrid-learned")
+    assert kept.fusion == "learned" and kept.ranker == f"version:{first['ranker_hash']}"
 
     too_few = _materialize(version, store, sources, {**config, "min_questions": 50})
     assert too_few["fitted"] is False and not path.exists()

@@ -7,7 +7,7 @@ import polars as pl
 
 from ...rag.index.config import BuildConfig, stable_hash
 from ...rag.index.corpus_chunks import embed_input
-from ...rag.index.serving_snapshot import snapshot_dir, snapshot_from_warehouse
+from ...rag.index.serving_snapshot import snapshot_dir, snapshot_files, snapshot_from_warehouse
 from ..partitions import index_version
 from ..resources import EmbedderResource, RagStore
 
@@ -137,6 +137,9 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
                   "serving_snapshot": dg.MetadataValue.path(
                       str(snapshot_dir(store.data_home().serving_root(), version))),
                   "serving_catalog_sha256": snapshot.catalog_sha256[:16],
+                  # files later stages fitted on these same chunks, kept from the previous snapshot
+                  "serving_files_kept": ", ".join(snapshot_files(store.data_home().serving_root(), version))
+                  or "none",
                   "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
                   "seconds_indexing": round(time.perf_counter() - started, 2),
                   "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0)},

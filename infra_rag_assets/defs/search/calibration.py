@@ -2,12 +2,12 @@
 
 After both indexes (it asks the version's QueryEngine, which reads the serving snapshot that
 lexical_index writes), before eval_run (which, like serving, then judges abstention at this
-floor). Writes ``<home>/serving/<version>/calibration.json``; a rebuilt snapshot drops it, and
-the version falls back to the fixed floor until this asset runs again (it is downstream of
-lexical_index, so every rebuild through eval_run does). A calibration is also kept under
-``<home>/calibrations/<key>/`` by a key of everything it was measured from (upstream data
-versions, configuration, question files, code): an unchanged rebuild copies it instead of
-asking ~600 questions again.
+floor). Writes ``<home>/serving/<version>/calibration.json``; a rebuilt snapshot keeps it when the
+chunks are unchanged and drops it when they changed (the version then falls back to the fixed
+floor until this asset runs again; it is downstream of lexical_index, so every build does).
+A calibration is also kept under ``<home>/calibrations/<key>/`` by a key of everything it was
+measured from (upstream data versions, configuration, question files, code): an unchanged
+rebuild copies it instead of asking ~600 questions again.
 """
 
 from dataclasses import replace

@@ -5,8 +5,9 @@ After both indexes (it asks the version's QueryEngine for hybrid-page's candidat
 with it). Writes ``<home>/serving/<version>/ranker.json``. Fitting is content-addressed under
 ``<home>/rankers/<key>.json`` (key: train questions, catalog, model weights, searchers, features
 and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~3,400
-questions. A rebuilt snapshot drops ranker.json, and the version serves hybrid-page's order
-until this asset runs again (it is downstream of lexical_index, so every build does).
+questions. A rebuilt snapshot keeps ranker.json when the chunks are unchanged; when they changed
+it drops it, and the version serves hybrid-page's order until this asset runs again (it is
+downstream of lexical_index, so every build does).
 """
 
 import dagster as dg

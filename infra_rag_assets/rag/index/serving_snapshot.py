@@ -10,7 +10,9 @@ version's LanceDB table and Tantivy indexes:
 
 Both are written into a staging directory and renamed into place, so a reader sees the whole
 snapshot or none. A version is servable when its manifest, Tantivy index and LanceDB table all
-exist (``servable_versions``).
+exist (``servable_versions``). Later stages add files fitted on these chunks (calibration.json,
+ranker.json); rewriting a snapshot carries them over when the new catalog is byte-identical, and
+drops them when the chunks changed (their assets must run again).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
             version=version, created_at=(created_at or datetime.now(UTC)).isoformat(),
             build_config=build_config, chunks=table.num_rows,
             pages=len(set(columns["doc_id"])), catalog_sha256=_sha256(staging / CATALOG))
+        _carry_derived_files(target, staging, manifest.catalog_sha256)
         write_json(staging / MANIFEST, manifest.__dict__)
         fsync_tree(staging)
         swap_into_place(staging, target, target.parent / f".old-{version}-{uuid.uuid4().hex[:8]}")
@@ -88,6 +91,35 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return manifest
+
+
+def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> list[str]:
+    """Copy the files later stages wrote into the old snapshot when they were fitted on the same
+    chunks (same catalog sha256). Rewriting the released version's snapshot (`infra-rag snapshot`,
+    `lexical_index` again) used to drop its ranker and calibrated floor, so it served degraded."""
+    try:
+        previous = json.loads((old / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # no old snapshot, or one that cannot vouch for its files
+    if not isinstance(previous, dict) or previous.get("catalog_sha256") != catalog_sha256:
+        return []
+    carried = []
+    for entry in sorted(old.iterdir()):
+        if entry.name in (CATALOG, MANIFEST) or entry.name.startswith(".") or entry.is_symlink() \
+                or not entry.is_file():
+            continue
+        shutil.copy2(entry, staging / entry.name)
+        carried.append(entry.name)
+    return carried
+
+
+def snapshot_files(serving_root: Path, version: str) -> list[str]:
+    """The files in the version's snapshot besides catalog and manifest (what later stages wrote)."""
+    folder = snapshot_dir(serving_root, version)
+    if not folder.is_dir():
+        return []
+    return sorted(e.name for e in folder.iterdir()
+                  if e.is_file() and e.name not in (CATALOG, MANIFEST) and not e.name.startswith("."))
 
 
 def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str, Any]] | None = None
