@@ -18,13 +18,16 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 from sweep_fusion import collect  # eval/ is on sys.path when run as a script
 
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.index.serving_snapshot import read_catalog
+from infra_rag_assets.rag.index.vector_store import read_vectors
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.fusion import cap_per_page
+from infra_rag_assets.rag.search.page_vectors import PageVectors
 from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
 from infra_rag_assets.rag.search.ranker_features import GROUPS, FusionSettings, hybrid_page_scores
 from infra_rag_assets.rag.search.ranker_training import DEPTH, PAGE_DEPTH, labelled_candidates
@@ -110,16 +113,18 @@ K = 10  # chunks returned
 ABLATION = [("base",), ("base", "dense", "lexical", "page"), ("base", "dense", "lexical", "page", "agree"),
             ("base", "dense", "lexical", "page", "agree", "intent"),
             ("base", "dense", "lexical", "page", "agree", "intent", "type"),
-            ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"), tuple(GROUPS)]
+            ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"),
+            tuple(g for g in GROUPS if g != "centroid"), tuple(GROUPS)]
 
 
-def questions(data: dict, name: str, catalog: dict) -> list[dict]:
-    """Per question: its candidate pages with features, labels, and the hybrid-page chunk order."""
+def questions(data: dict, name: str, catalog: dict, page_vectors: PageVectors | None = None) -> list[dict]:
+    """Per question: its candidate pages with features, labels, and the hybrid-page chunk order.
+    The centroid features need ``page_vectors`` and a cache with the questions' vectors."""
     page_of = lambda cid: catalog[cid]["doc_id"] if cid in catalog else None  # noqa: E731
     out = []
     for q in data["sets"][name]:
         dense, lexical, pages = q["dense"][:DEPTH], q["lexical"][:DEPTH], q["pages"][:PAGE_DEPTH]
-        cands, labels = labelled_candidates(q, catalog)
+        cands, labels = labelled_candidates(q, catalog, page_vectors if "vector" in q else None)
         relevant = set(q["relevant"])
         baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, _FUSION)]
         out.append({"cands": cands, "labels": labels, "relevant": relevant, "id": q["id"],
@@ -249,7 +254,10 @@ def main() -> None:
     data = cached(home, args.version, args.cache, args.doc_queries)
     catalog = read_catalog(home.serving_root(), args.version)
     t0 = time.perf_counter()
-    sets = {name: questions(data, name, catalog) for name in data["sets"]}
+    vectors = read_vectors(home.vectors_uri(), args.version)
+    page_vectors = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
+                                           lambda c: (catalog.get(c) or {}).get("doc_id"))
+    sets = {name: questions(data, name, catalog, page_vectors) for name in data["sets"]}
     print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
     if args.doc_queries:
         (route_experiment if args.route else doc_experiment)(sets, args.max_per_page)

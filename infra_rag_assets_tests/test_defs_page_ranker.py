@@ -50,8 +50,12 @@ def test_page_ranker_is_fitted_per_version_used_by_hybrid_learned_and_reused(fre
     path = fresh_home / "serving" / version / "ranker.json"
     assert first["fitted"] is True and first["reused_existing"] is False and first["train_questions"] == len(TRAIN)
     assert json.loads(path.read_text())["hash"] == first["ranker_hash"]
+    assert "c_cos" in json.loads(path.read_text())["feature_names"]
+    assert (path.parent / "page_vectors.npz").is_file()
 
     engine = QueryEngine.open(DataHome.at(fresh_home), version)
+    pages = {r["doc_id"] for r in engine.catalog.values()}
+    assert first["page_vectors"] == len(engine.page_vectors.pages) == len(pages)
     resolved = engine.resolve("hybrid-learned")
     assert resolved.fusion == "learned" and resolved.ranker == f"version:{first['ranker_hash']}"
     result = engine.search(TRAIN[0][0], config="hybrid-learned", k=5)
@@ -63,6 +67,9 @@ def test_page_ranker_is_fitted_per_version_used_by_hybrid_learned_and_reused(fre
     snapshot_from_warehouse(DataHome.at(fresh_home), version)  # `infra-rag snapshot`: the same chunks
     kept = QueryEngine.open(DataHome.at(fresh_home), version).resolve("hybrid-learned")
     assert kept.fusion == "learned" and kept.ranker == f"version:{first['ranker_hash']}"
+    (path.parent / "page_vectors.npz").rename(tmp_path / "aside.npz")  # a ranker without its page vectors
+    assert QueryEngine.open(DataHome.at(fresh_home), version).resolve("hybrid-learned").fusion == "weighted"
+    (tmp_path / "aside.npz").rename(path.parent / "page_vectors.npz")
 
     too_few = _materialize(version, store, sources, {**config, "min_questions": 50})
     assert too_few["fitted"] is False and not path.exists()

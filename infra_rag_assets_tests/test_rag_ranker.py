@@ -87,6 +87,23 @@ def test_features_by_hand():
     assert np.all(x[:, col("def_q")] == 1.0) and np.all(x[:, col("t_contrib")] == 0.0)
 
 
+def test_centroid_features_by_hand():
+    cosines = {"k:concepts_scheduling_pod-priority": 0.9, "k:reference_kubernetes-api_priority-class-v1": 0.5,
+               "k:reference_glossary_priority": 0.3}  # the parent page has no vector: cosine 0
+    cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG, page_cosines=cosines)
+    x = {page: dict(zip(FEATURE_NAMES, row)) for page, row in zip(cands.pages, cands.features)}
+    concept, api = x["k:concepts_scheduling_pod-priority"], x["k:reference_kubernetes-api_priority-class-v1"]
+    glossary, parent = x["k:reference_glossary_priority"], x["k:concepts_scheduling"]
+    assert [concept["c_cos"], api["c_cos"], glossary["c_cos"], parent["c_cos"]] == [0.9, 0.5, 0.3, 0.0]
+    assert concept["c_mm"] == 1.0 and api["c_mm"] == pytest.approx(0.5 / 0.9) and parent["c_mm"] == 0.0
+    assert [concept["c_rrank"], api["c_rrank"], glossary["c_rrank"], parent["c_rrank"]] == [1.0, 0.5, 1 / 3, 0.25]
+    without = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
+    centroid = [col(n) for n in GROUPS["centroid"]]
+    assert not without.features[:, centroid].any()
+    other = [i for i in range(len(FEATURE_NAMES)) if i not in centroid]
+    assert np.array_equal(without.features[:, other], cands.features[:, other])  # nothing else moves
+
+
 def test_no_candidates():
     cands = page_candidates(QUESTION, [], [], [], CATALOG)
     assert cands.pages == [] and cands.features.shape == (0, len(FEATURE_NAMES))
@@ -113,7 +130,9 @@ def test_fit_learns_the_signal_deterministically():
     w = dict(zip(ranker.feature_names, ranker.weights))
     assert w["l_mm"] > 0 > w["t_api"] and abs(w["d_cos"]) < w["l_mm"] / 3
     top1 = np.mean([y[ranker.order(x)[0]] for x, y in test])
-    assert top1 > 0.8
+    one_signal = np.mean([y[int(np.argmax(x[:, col("l_mm")]))] for x, y in test])  # 0.48 on this draw
+    # 200 questions against ~40 noise columns: well above either signal alone, short of the oracle's 1.0
+    assert top1 > 0.7 and top1 > one_signal + 0.2
 
 
 def test_fit_on_a_feature_subset_and_apply_order():
@@ -179,6 +198,44 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     assert learned.config_hash() != page.config_hash()
     with pytest.raises(ValueError, match="needs a ranker"):
         dataclasses.replace(page, fusion="learned")
+
+
+def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_path):
+    """Without the version's page vectors such a ranker cannot rank: hybrid-page's order, marked
+    degraded. With them, the page whose centroid is nearest the question comes first."""
+    import dataclasses
+
+    from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+    from infra_rag_assets.rag.index.vector_store import read_vectors
+    from infra_rag_assets.rag.search.page_vectors import PageVectors
+    from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
+
+    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
+    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    catalog = catalog_from_rows(frame.iter_rows(named=True))
+    embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
+    ranker = Ranker(("c_cos",), (0.0,), (1.0,), (1.0,))
+    assert ranker.needs_page_vectors and not Ranker(("hp_score",), (0.0,), (1.0,), (1.0,)).needs_page_vectors
+    ranker.save(tmp_path / "ranker.json")
+    page = NAMED_CONFIGS["hybrid-page"]
+    learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(tmp_path / "ranker.json"))
+    question = "How does Prometheus discover scrape targets?"
+    open_one = lambda config: open_retriever(store.vectors_uri(), store.tantivy_root() / version,  # noqa: E731
+                                             catalog, embedder, config)
+    baseline, blind = open_one(page).search(question, k=6), open_one(learned).search(question, k=6)
+    assert blind.degraded and "page vectors" in blind.degraded_reason
+    assert [h.chunk_id for h in blind.hits] == [h.chunk_id for h in baseline.hits]
+
+    vectors = read_vectors(store.vectors_uri(), version)
+    pages = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
+                                    lambda c: (catalog.get(c) or {}).get("doc_id"))
+    seeing = open_one(learned)
+    seeing.page_vectors = pages
+    result = seeing.search(question, k=6)
+    assert not result.degraded
+    cosines = pages.cosines(embedder.encode([question])[0])
+    candidates = {catalog[c]["doc_id"] for c, _ in result.dense_ranking + result.lexical_ranking}
+    assert result.hits[0].doc_id == max(candidates, key=cosines.__getitem__)
 
 
 def test_shipped_base_model_ranker_loads():

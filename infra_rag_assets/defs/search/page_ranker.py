@@ -2,7 +2,8 @@
 
 After both indexes (it asks the version's QueryEngine for hybrid-page's candidates of labelled
 *train* questions), before eval_run (whose ``hybrid-learned`` regime, like serving, then ranks
-with it). Writes ``<home>/serving/<version>/ranker.json``. Fitting is content-addressed under
+with it). Writes ``<home>/serving/<version>/ranker.json`` and ``page_vectors.npz`` (each page's
+centroid vector, which the ranker's centroid features read at query time). Fitting is content-addressed under
 ``<home>/rankers/<key>.json`` (key: train questions, catalog, model weights, searchers, features
 and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~3,400
 questions. A rebuilt snapshot keeps ranker.json when the chunks are unchanged; when they changed
@@ -11,12 +12,14 @@ downstream of lexical_index, so every build does).
 """
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
 from ...rag.index.config import stable_hash
 from ...rag.index.serving_snapshot import snapshot_dir
 from ...rag.operate.files import write_json_atomic
+from ...rag.search.page_vectors import PAGE_VECTORS_FILE, PageVectors
 from ...rag.search.ranker import RANKER_FILE, FitSettings, Ranker
 from ...rag.search.ranker_features import FEATURE_NAMES
 from ...rag.search.retrieval_config import NAMED_CONFIGS
@@ -39,11 +42,13 @@ class PageRankerConfig(dg.Config):
     kinds={"numpy"},
     owners=["team:search-platform"],
     description="Learned page ranker of this version: hybrid-page's candidates of a seeded sample of k8s "
-    f"train questions, {len(FEATURE_NAMES)} page features, pairwise logistic fit. Written as ranker.json in the "
-    "serving snapshot, where the hybrid-learned config (CLI, service, eval_run) reads it. Content-addressed: "
-    "an unchanged rebuild reuses the weights.",
+    f"train questions, {len(FEATURE_NAMES)} page features (incl. the question's cosine to each page's centroid "
+    "vector), pairwise logistic fit. Written as ranker.json and page_vectors.npz in the serving snapshot, "
+    "where the hybrid-learned config (CLI, service, eval_run) reads them. Content-addressed: an unchanged "
+    "rebuild reuses the weights.",
 )
 def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
+    from ...rag.index.vector_store import read_vectors
     from ...rag.search.engine import QueryEngine, one_torch_thread
     from ...rag.search.ranker_training import candidate_lists, fit_version_ranker
 
@@ -52,6 +57,10 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
     target = snapshot_dir(home.serving_root(), version) / RANKER_FILE
     target.unlink(missing_ok=True)  # a stale ranker must not outlive this run
     engine = QueryEngine(home, version)
+    vectors = read_vectors(home.vectors_uri(), version)
+    page_vectors = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
+                                           lambda c: (engine.catalog.get(c) or {}).get("doc_id"))
+    page_vectors.save(snapshot_dir(home.serving_root(), version) / PAGE_VECTORS_FILE)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
     records = answerable_sample(benchmark.records, store.warehouse().doc_ids(version), config.max_questions,
                                 config.seed)
@@ -72,7 +81,7 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
     else:
         with one_torch_thread():  # query embedding as served (see engine.single_thread_queries)
             candidates = candidate_lists(engine, records, progress=log_progress(context, "questions", 250))
-        ranker = fit_version_ranker(candidates, engine.catalog, settings=settings)
+        ranker = fit_version_ranker(candidates, engine.catalog, settings=settings, page_vectors=page_vectors)
         ranker = Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
                         meta={**ranker.meta, "trained_on": config.train, "index_version": version})
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +92,7 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
         metadata={"fitted": True, "ranker_hash": ranker.hash, "reused_existing": reused,
                   "train_questions": len(records),
                   "with_relevant_candidate": int(ranker.meta.get("questions_with_relevant_candidate", 0)),
-                  "pairs": int(ranker.meta.get("pairs", 0)),
+                  "pairs": int(ranker.meta.get("pairs", 0)), "page_vectors": len(page_vectors.pages),
                   "loss": dg.MetadataValue.float(ranker.meta.get("loss", 0.0)),
                   "largest_weights": md_table(weights.sort(pl.col("weight").abs(), descending=True), 12),
                   "path": dg.MetadataValue.path(str(target))},

@@ -21,6 +21,7 @@ from ..operate.home import DataHome
 from .answerability import DEFAULT_RULE
 from .calibration import Calibration
 from .packing import PackedContext, pack_passages
+from .page_vectors import version_page_vectors
 from .ranker import Ranker, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 from .retrieval_config import VERSION_RANKER
@@ -112,6 +113,9 @@ class QueryEngine:
         self.calibration: Calibration | None = read_calibration(snapshot_dir(home.serving_root(), version))
         # None for versions built before page_ranker: "version"-ranker configs serve hybrid-page's order.
         self.ranker: Ranker | None = version_ranker(snapshot_dir(home.serving_root(), version))
+        self.page_vectors = version_page_vectors(snapshot_dir(home.serving_root(), version))
+        if self.ranker is not None and self.ranker.needs_page_vectors and self.page_vectors is None:
+            self.ranker = None  # fitted with page vectors the snapshot no longer has: hybrid-page's order
         self.build_config = BuildConfig.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.model_id = served_model(home, version, self.build_config.model_id)
@@ -179,7 +183,7 @@ class QueryEngine:
                                                   lexical_searcher=lexical, page_searcher=self._page_searcher(config),
                                                   answerability_rule=rule,
                                                   ranker=self.ranker if config.ranker.startswith(VERSION_RANKER)
-                                                  else None)
+                                                  else None, page_vectors=self.page_vectors)
             return self._retrievers[key]
 
     def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ranker_features import FEATURE_NAMES, PageCandidates
+from .ranker_features import FEATURE_NAMES, GROUPS, PageCandidates
 
 FORMAT = "infra-rag-ranker/1"
 
@@ -51,6 +51,11 @@ class Ranker:
         sizes = {len(self.feature_names), len(self.mean), len(self.scale), len(self.weights)}
         if unknown or len(sizes) != 1:
             raise ValueError(f"invalid ranker: unknown features {unknown}, sizes {sorted(sizes)}")
+
+    @property
+    def needs_page_vectors(self) -> bool:
+        """Fitted with the centroid features: without the version's page vectors it cannot rank."""
+        return any(name in GROUPS["centroid"] for name in self.feature_names)
 
     @property
     def columns(self) -> np.ndarray:

@@ -19,7 +19,10 @@ groups, so an ablation can switch a group off by name:
   present, parent or child of the top candidate), since a parent and a child page often both
   match;
 * ``audience``: whether the page is written for the project's contributors rather than its users (a
-  contributor guide or design proposal answers how the project is built, rarely how to use it).
+  contributor guide or design proposal answers how the project is built, rarely how to use it);
+* ``centroid``: how much the whole page is about the question: the cosine of the question to the
+  page's centroid vector (``page_vectors``), min-max scaled and ranked among the candidates
+  (zeros when the version has no page vectors).
 
 Every feature is relative to the question's own candidates or to the page's title and type,
 never to a project's name: the ranker is trained on Kubernetes questions only and must carry
@@ -51,6 +54,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "project": ("proj_share", "proj_top"),
     "hier": ("children", "has_parent", "parent_of_top", "child_of_top"),
     "audience": ("t_contrib",),
+    "centroid": ("c_cos", "c_mm", "c_rrank"),
 }
 FEATURE_NAMES: tuple[str, ...] = tuple(name for names in GROUPS.values() for name in names)
 
@@ -194,8 +198,10 @@ def hybrid_page_scores(dense: Ranking, lexical: Ranking, page_lexical: Ranking,
 
 
 def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexical: Ranking,
-                    catalog: Mapping[str, Mapping], fusion: FusionSettings | None = None) -> PageCandidates:
-    """Candidate pages of one question with their feature rows (see the module docstring)."""
+                    catalog: Mapping[str, Mapping], fusion: FusionSettings | None = None,
+                    page_cosines: Mapping[str, float] | None = None) -> PageCandidates:
+    """Candidate pages of one question with their feature rows (see the module docstring).
+    ``page_cosines``: page id -> cosine of the question to the page's centroid, when known."""
     def page_of(cid: str) -> str | None:
         row = catalog.get(cid)
         return row.get("doc_id") if row else None
@@ -212,10 +218,24 @@ def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexica
     base = best_per_page(fused, page_of)
     d_side, l_side, p_side = _side(dense, page_of), _side(lexical, page_of), _page_side(page_lexical)
     top_projects = [catalog[chunks[p][0]].get("project") or "" for p in pages[:10]]
+    centroid = _centroid(pages, page_cosines)
     rows = [_row(question, page, rank, base[page], (d_side, l_side, p_side), chunks[page], catalog, pages,
-                 top_projects)
-            for rank, page in enumerate(pages, 1)]
+                 top_projects) + centroid[i]
+            for i, (rank, page) in enumerate(enumerate(pages, 1))]
     return PageCandidates(pages, np.asarray(rows, dtype=np.float64), chunks)
+
+
+def _centroid(pages: Sequence[str], page_cosines: Mapping[str, float] | None) -> list[list[float]]:
+    """Per page: centroid cosine, its min-max among the candidates, its reciprocal rank."""
+    if page_cosines is None:
+        return [[0.0, 0.0, 0.0] for _ in pages]
+    cos = [float(page_cosines.get(p, 0.0)) for p in pages]
+    low, high = min(cos), max(cos)
+    order = sorted(range(len(cos)), key=lambda i: (-cos[i], i))
+    rrank = [0.0] * len(cos)
+    for position, i in enumerate(order, 1):
+        rrank[i] = 1.0 / position
+    return [[c, (c - low) / (high - low) if high > low else 0.0, r] for c, r in zip(cos, rrank)]
 
 
 def _row(question: str, page: str, rank: int, base: float, sides: tuple[dict, dict, dict],

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from .page_vectors import PageVectors
 from .ranker import FitSettings, Ranker, fit
-from .ranker_features import FEATURE_NAMES, PageCandidates, page_candidates
+from .ranker_features import FEATURE_NAMES, GROUPS, PageCandidates, page_candidates
 
 DEPTH, PAGE_DEPTH = 50, 100  # chunk candidates per side and pages asked: hybrid-page's own
 CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper settings
@@ -24,8 +25,8 @@ CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper se
 
 def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
                     progress: Callable[[int, int], None] | None = None) -> list[dict]:
-    """Per question: id, text, relevant pages and the dense, lexical and page-index candidates
-    from the searchers and boosts ``hybrid-page`` serves with."""
+    """Per question: id, text, relevant pages, the question's vector and the dense, lexical and
+    page-index candidates from the searchers and boosts ``hybrid-page`` serves with."""
     serving = engine.retriever("hybrid-page")
     if serving.page_searcher is None:
         raise ValueError(f"version {engine.version} has no page index: rebuild its lexical_index")
@@ -34,7 +35,7 @@ def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
     for start in range(0, len(records), 64):
         batch = records[start:start + 64]
         vectors = engine.embedder.encode([r.question for r in batch])
-        out += [{"id": r.id, "question": r.question, "relevant": list(r.relevant),
+        out += [{"id": r.id, "question": r.question, "relevant": list(r.relevant), "vector": v,
                  "dense": serving.vector_searcher.search(v, depth),
                  "lexical": serving.lexical_searcher.search(r.question, depth, boosts=boosts),
                  "pages": serving.page_searcher.search(r.question, max(depth, PAGE_DEPTH), boosts=boosts)}
@@ -44,18 +45,23 @@ def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
     return out
 
 
-def labelled_candidates(item: dict, catalog: dict) -> tuple[PageCandidates, np.ndarray]:
+def labelled_candidates(item: dict, catalog: dict, page_vectors: PageVectors | None = None
+                        ) -> tuple[PageCandidates, np.ndarray]:
     """One question's candidate pages (feature rows) and 0/1 labels (page is relevant)."""
+    cosines = page_vectors.cosines(item["vector"]) if page_vectors is not None else None
     candidates = page_candidates(item["question"], item["dense"][:DEPTH], item["lexical"][:DEPTH],
-                                 item["pages"][:PAGE_DEPTH], catalog)
+                                 item["pages"][:PAGE_DEPTH], catalog, page_cosines=cosines)
     relevant = set(item["relevant"])
     return candidates, np.array([float(p in relevant) for p in candidates.pages])
 
 
 def fit_version_ranker(candidates: Sequence[dict], catalog: dict, feature_names: Sequence[str] = FEATURE_NAMES,
-                       settings: FitSettings | None = None) -> Ranker:
-    """The ranker fitted on these questions' candidates (questions without candidates skipped)."""
-    groups = [labelled_candidates(item, catalog) for item in candidates]
+                       settings: FitSettings | None = None, page_vectors: PageVectors | None = None) -> Ranker:
+    """The ranker fitted on these questions' candidates (questions without candidates skipped).
+    Without page vectors the centroid features are left out of the fit (they would be all zeros)."""
+    if page_vectors is None:
+        feature_names = [n for n in feature_names if n not in GROUPS["centroid"]]
+    groups = [labelled_candidates(item, catalog, page_vectors) for item in candidates]
     usable = [(c.features, labels) for c, labels in groups if len(labels)]
     if not usable:
         raise ValueError("no train question has candidate pages in this version")

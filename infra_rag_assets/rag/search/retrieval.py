@@ -32,6 +32,7 @@ from .answerability import DEFAULT_RULE, AnswerabilityRule, unanswerable_reason
 from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
 from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
+from .page_vectors import PageVectors
 from .ranker import Ranker, load_ranker, rank_chunks
 from .ranker_features import FusionSettings, page_candidates
 from .retrieval_config import (  # noqa: F401 - re-export
@@ -89,7 +90,7 @@ class Retriever:
     def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
                  lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None,
                  page_searcher: Any = None, answerability_rule: AnswerabilityRule = DEFAULT_RULE,
-                 ranker: Ranker | None = None) -> None:
+                 ranker: Ranker | None = None, page_vectors: PageVectors | None = None) -> None:
         if config.mode in ("dense", "hybrid") and vector_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
         if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
@@ -102,6 +103,7 @@ class Retriever:
         self._reranker: Any = None
         self._reranker_error = ""  # a failed load is remembered, not retried per query
         self._ranker: Ranker | None = ranker  # fusion="learned": given (a version's own) or loaded on first use
+        self.page_vectors = page_vectors  # the version's page centroids, for the ranker's centroid features
 
     def search(self, question: str, *, k: int = 10, filters: dict | None = None) -> RetrievalResult:
         if not question or not question.strip():
@@ -111,7 +113,7 @@ class Retriever:
         cfg, timings = self.config, dict.fromkeys(("embed", "dense", "lexical", "page", "fuse", "rerank"), 0.0)
         started = time.perf_counter()
         depth = max(cfg.depth, k, cfg.rerank_depth if cfg.rerank else 0)
-        dense = self._dense(question, depth, filters, timings) if cfg.mode != "lexical" else []
+        dense, vector = self._dense(question, depth, filters, timings) if cfg.mode != "lexical" else ([], None)
         lexical = self._lexical(question, depth, filters, timings) if cfg.mode != "dense" else []
         result = RetrievalResult(question, [], timings_ms=timings, dense_ranking=dense,
                                  lexical_ranking=lexical, config_hash=cfg.config_hash())
@@ -120,7 +122,8 @@ class Retriever:
             result.abstained, result.abstain_reason = True, reason
         else:
             t0 = time.perf_counter()
-            fused = (self._learned(question, dense, lexical, result) if cfg.fusion == "learned" and cfg.mode == "hybrid"
+            fused = (self._learned(question, dense, lexical, result, vector)
+                     if cfg.fusion == "learned" and cfg.mode == "hybrid"
                      else self._with_page_terms(question, self._fuse(dense, lexical), dense, result))
             timings["fuse"] = _ms(t0) - timings["page"]
             result.hits = self._hits(fused, dense, lexical, result)
@@ -129,13 +132,14 @@ class Retriever:
         timings["total"] = _ms(started)
         return result
 
-    def _dense(self, question: str, depth: int, filters: dict | None, timings: dict[str, float]) -> Ranking:
+    def _dense(self, question: str, depth: int, filters: dict | None,
+               timings: dict[str, float]) -> tuple[Ranking, Any]:
         t0 = time.perf_counter()
         vector = self.vector_searcher.embedder.encode([question])[0]
         timings["embed"], t1 = _ms(t0), time.perf_counter()
         ranking = self.vector_searcher.search(vector, depth, filters=filters)
         timings["dense"] = _ms(t1)
-        return ranking
+        return ranking, vector
 
     def _lexical(self, question: str, depth: int, filters: dict | None, timings: dict[str, float]) -> Ranking:
         t0 = time.perf_counter()
@@ -187,14 +191,21 @@ class Retriever:
         result.timings_ms["page"] = _ms(t0)
         return ranking
 
-    def _learned(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult) -> Ranking:
+    def _learned(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult,
+                 vector: Any) -> Ranking:
         """Candidate pages scored by the learned ranker; each page's chunks in hybrid-page order."""
         cfg = self.config
         if self._ranker is None:
             self._ranker = load_ranker(cfg.ranker)
+        page_cosines = None
+        if self._ranker.needs_page_vectors:
+            if self.page_vectors is None or vector is None:
+                _degrade(result, "the ranker needs page vectors this version lacks; hybrid-page order")
+                return self._with_page_terms(question, self._fuse(dense, lexical), dense, result)
+            page_cosines = self.page_vectors.cosines(vector)
         fusion = FusionSettings(cfg.alpha, cfg.page_weight, cfg.page_dense_weight)
         candidates = page_candidates(question, dense, lexical, self._page_lexical(question, result),
-                                     self.catalog, fusion)
+                                     self.catalog, fusion, page_cosines)
         return rank_chunks(candidates, self._ranker, cfg.max_per_page)
 
     def _page_of(self, chunk_id: str) -> str | None:

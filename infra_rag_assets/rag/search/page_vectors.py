@@ -1,0 +1,85 @@
+"""One vector per page: the normalized mean of its chunks' vectors (pure, numpy only).
+
+A chunk's cosine says whether one passage matches the question; the page's centroid says how
+much the whole page is about it. That separates near-twin pages the chunk scores tie on: the
+concept page about ConfigMaps from the task page with one ConfigMap section, or a section's
+index page from a child page that mentions the same term once. The learned ranker uses the
+centroid cosine as features (group ``centroid``).
+
+``page_ranker`` writes ``page_vectors.npz`` (page ids + float32 centroids) into the version's
+serving snapshot with ranker.json, from the version's own vectors, so the ranker and the
+vectors it was fitted with always travel together.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PAGE_VECTORS_FILE = "page_vectors.npz"  # in the version's serving snapshot directory
+
+
+@dataclass(frozen=True)
+class PageVectors:
+    pages: tuple[str, ...]
+    matrix: np.ndarray  # (len(pages), dim), unit rows
+
+    @classmethod
+    def from_chunks(cls, chunk_ids: Sequence[str], vectors: np.ndarray,
+                    page_of: Callable[[str], str | None]) -> PageVectors:
+        """Centroids of the chunks' vectors per page (chunks without a page are skipped)."""
+        owners = [page_of(c) for c in chunk_ids]
+        pages = sorted({p for p in owners if p is not None})
+        index = {p: i for i, p in enumerate(pages)}
+        rows = np.array([i for i, p in enumerate(owners) if p is not None], dtype=np.int64)
+        groups = np.array([index[owners[i]] for i in rows], dtype=np.int64)
+        sums = np.zeros((len(pages), vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.float64)
+        if len(rows):
+            unit = _unit(np.asarray(vectors, dtype=np.float64)[rows])
+            np.add.at(sums, groups, unit)
+        return cls(tuple(pages), _unit(sums).astype(np.float32))
+
+    def cosines(self, query: np.ndarray) -> dict[str, float]:
+        """page id -> cosine of the question's vector to the page's centroid."""
+        if not self.pages:
+            return {}
+        scores = self.matrix @ _unit(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        return dict(zip(self.pages, scores.tolist()))
+
+    def save(self, path: str | Path) -> None:
+        """Written beside and renamed over, so a reader never opens half a file."""
+        path = Path(path)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        with open(partial, "wb") as stream:
+            np.savez(stream, pages=np.array(self.pages, dtype=str), matrix=self.matrix)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(partial, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PageVectors:
+        """A damaged or mismatched file is refused (ValueError), never half-used."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                pages, matrix = tuple(str(p) for p in data["pages"]), np.asarray(data["matrix"], dtype=np.float32)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path} is unreadable ({type(exc).__name__}): re-materialize page_ranker") from None
+        if matrix.ndim != 2 or matrix.shape[0] != len(pages) or not np.isfinite(matrix).all():
+            raise ValueError(f"{path} does not hold one finite vector per page: re-materialize page_ranker")
+        return cls(pages, matrix)
+
+
+def version_page_vectors(snapshot_dir: Path) -> PageVectors | None:
+    """The version's page vectors (None for versions whose page_ranker did not write them)."""
+    path = Path(snapshot_dir) / PAGE_VECTORS_FILE
+    return PageVectors.load(path) if path.is_file() else None
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms > 0, norms, 1.0)
