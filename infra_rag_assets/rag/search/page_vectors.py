@@ -1,4 +1,4 @@
-"""One vector per page: the normalized mean of its chunks' vectors (pure, numpy only).
+"""One vector per page: the normalized mean of its chunks' vectors (numpy; torch for the product).
 
 A chunk's cosine says whether one passage matches the question; the page's centroid says how
 much the whole page is about it. That separates near-twin pages the chunk scores tie on: the
@@ -46,9 +46,13 @@ class PageVectors:
 
     def cosines(self, query: np.ndarray) -> dict[str, float]:
         """page id -> cosine of the question's vector to the page's centroid."""
+        import torch  # the product runs on the process's torch threads, as the dense scan does:
+        # numpy's OpenBLAS would start busy-waiting threads in every service worker (see vector_store)
+
         if not self.pages:
             return {}
-        scores = self.matrix @ _unit(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        unit = np.ascontiguousarray(_unit(np.asarray(query, dtype=np.float32).reshape(1, -1))[0])
+        scores = torch.mv(torch.from_numpy(np.ascontiguousarray(self.matrix)), torch.from_numpy(unit)).numpy()
         return dict(zip(self.pages, scores.tolist()))
 
     def save(self, path: str | Path) -> None:
