@@ -3,9 +3,9 @@
 After both indexes (it asks the version's QueryEngine for hybrid-page's candidates of labelled
 *train* questions), before eval_run (whose ``hybrid-learned`` regime, like serving, then ranks
 with it). Writes ``<home>/serving/<version>/ranker.json`` and ``page_vectors.npz`` (each page's
-centroid vector, which the ranker's centroid features read at query time). Fitting is content-addressed under
-``<home>/rankers/<key>.json`` (key: train questions, catalog, model weights, searchers, features
-and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~3,400
+centroid vector, which the ranker's centroid features read at query time). Fitting is
+content-addressed under ``<home>/rankers/<key>.json`` (key: train questions, catalog, model
+weights, searchers, features and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~3,400
 questions. A rebuilt snapshot keeps ranker.json when the chunks are unchanged; when they changed
 it drops it, and the version serves hybrid-page's order until this asset runs again (it is
 downstream of lexical_index, so every build does).

@@ -11,7 +11,7 @@ version's LanceDB table and Tantivy indexes:
 Both are written into a staging directory and renamed into place, so a reader sees the whole
 snapshot or none. A version is servable when its manifest, Tantivy index and LanceDB table all
 exist (``servable_versions``). Later stages add files fitted on these chunks (calibration.json,
-ranker.json); rewriting a snapshot carries them over when the new catalog is byte-identical, and
+ranker.json, page_vectors.npz); rewriting a snapshot carries them over when the new catalog is byte-identical, and
 drops them when the chunks changed (their assets must run again).
 """
 
