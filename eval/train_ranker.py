@@ -18,13 +18,11 @@ import time
 from pathlib import Path
 
 import duckdb
-import numpy as np
 from sweep_fusion import collect  # eval/ is on sys.path when run as a script
 
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.index.serving_snapshot import read_catalog
-from infra_rag_assets.rag.index.vector_store import read_vectors
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.fusion import cap_per_page
 from infra_rag_assets.rag.search.page_vectors import PageVectors
@@ -254,9 +252,7 @@ def main() -> None:
     data = cached(home, args.version, args.cache, args.doc_queries)
     catalog = read_catalog(home.serving_root(), args.version)
     t0 = time.perf_counter()
-    vectors = read_vectors(home.vectors_uri(), args.version)
-    page_vectors = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
-                                           lambda c: (catalog.get(c) or {}).get("doc_id"))
+    page_vectors = PageVectors.of_version(home.vectors_uri(), args.version, catalog)
     sets = {name: questions(data, name, catalog, page_vectors) for name in data["sets"]}
     print(f"features of {sum(map(len, sets.values()))} questions in {time.perf_counter() - t0:.1f} s")
     if args.doc_queries:

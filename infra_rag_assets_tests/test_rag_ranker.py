@@ -206,7 +206,6 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     import dataclasses
 
     from infra_rag_assets.defs.resources import EmbedderResource, RagStore
-    from infra_rag_assets.rag.index.vector_store import read_vectors
     from infra_rag_assets.rag.search.page_vectors import PageVectors
     from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
 
@@ -226,9 +225,7 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     assert blind.degraded and "page vectors" in blind.degraded_reason
     assert [h.chunk_id for h in blind.hits] == [h.chunk_id for h in baseline.hits]
 
-    vectors = read_vectors(store.vectors_uri(), version)
-    pages = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
-                                    lambda c: (catalog.get(c) or {}).get("doc_id"))
+    pages = PageVectors.of_version(store.vectors_uri(), version, catalog)
     seeing = open_one(learned)
     seeing.page_vectors = pages
     result = seeing.search(question, k=6)

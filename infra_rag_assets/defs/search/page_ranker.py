@@ -12,7 +12,6 @@ downstream of lexical_index, so every build does).
 """
 
 import dagster as dg
-import numpy as np
 import polars as pl
 
 from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
@@ -48,7 +47,6 @@ class PageRankerConfig(dg.Config):
     "rebuild reuses the weights.",
 )
 def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
-    from ...rag.index.vector_store import read_vectors
     from ...rag.search.engine import QueryEngine, one_torch_thread
     from ...rag.search.ranker_training import candidate_lists, fit_version_ranker
 
@@ -57,9 +55,7 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
     target = snapshot_dir(home.serving_root(), version) / RANKER_FILE
     target.unlink(missing_ok=True)  # a stale ranker must not outlive this run
     engine = QueryEngine(home, version)
-    vectors = read_vectors(home.vectors_uri(), version)
-    page_vectors = PageVectors.from_chunks(list(vectors), np.stack(list(vectors.values())),
-                                           lambda c: (engine.catalog.get(c) or {}).get("doc_id"))
+    page_vectors = PageVectors.of_version(home.vectors_uri(), version, engine.catalog)
     page_vectors.save(snapshot_dir(home.serving_root(), version) / PAGE_VECTORS_FILE)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
     records = answerable_sample(benchmark.records, store.warehouse().doc_ids(version), config.max_questions,

@@ -93,33 +93,30 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
     return manifest
 
 
-def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> list[str]:
+def _fitted_files(folder: Path) -> list[Path]:
+    """The plain files later stages wrote into a snapshot (not catalog, manifest, temp files or links)."""
+    if not folder.is_dir():
+        return []
+    return sorted(e for e in folder.iterdir() if e.name not in (CATALOG, MANIFEST) and not e.name.startswith(".")
+                  and not e.is_symlink() and e.is_file())
+
+
+def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> None:
     """Copy the files later stages wrote into the old snapshot when they were fitted on the same
     chunks (same catalog sha256). Rewriting the released version's snapshot (`infra-rag snapshot`,
     `lexical_index` again) used to drop its ranker and calibrated floor, so it served degraded."""
     try:
         previous = json.loads((old / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []  # no old snapshot, or one that cannot vouch for its files
-    if not isinstance(previous, dict) or previous.get("catalog_sha256") != catalog_sha256:
-        return []
-    carried = []
-    for entry in sorted(old.iterdir()):
-        if entry.name in (CATALOG, MANIFEST) or entry.name.startswith(".") or entry.is_symlink() \
-                or not entry.is_file():
-            continue
-        shutil.copy2(entry, staging / entry.name)
-        carried.append(entry.name)
-    return carried
+        return  # no old snapshot, or one that cannot vouch for its files
+    if isinstance(previous, dict) and previous.get("catalog_sha256") == catalog_sha256:
+        for entry in _fitted_files(old):
+            shutil.copy2(entry, staging / entry.name)
 
 
 def snapshot_files(serving_root: Path, version: str) -> list[str]:
     """The files in the version's snapshot besides catalog and manifest (what later stages wrote)."""
-    folder = snapshot_dir(serving_root, version)
-    if not folder.is_dir():
-        return []
-    return sorted(e.name for e in folder.iterdir()
-                  if e.is_file() and e.name not in (CATALOG, MANIFEST) and not e.name.startswith("."))
+    return [e.name for e in _fitted_files(snapshot_dir(serving_root, version))]
 
 
 def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str, Any]] | None = None

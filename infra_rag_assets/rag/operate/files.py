@@ -1,7 +1,7 @@
 """Publishing files so readers never see half of them: fsync, then rename into place.
 
 Shared by every immutable artifact a reader may open while it is being replaced: Tantivy
-indexes, serving snapshots and the release pointer.
+indexes, serving snapshots, the release pointer and the files fitted into a snapshot.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def fsync_path(path: Path) -> None:
@@ -54,14 +55,22 @@ def write_json(path: Path, value: Any) -> None:
         os.fsync(stream.fileno())
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Replace ``path`` via a temp file in the same directory: readers see the old content or
-    the new, never a torn file."""
+def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Replace ``path`` with what ``write`` puts in a temp file of the same directory (fsynced,
+    then renamed): readers see the old content or the new, never a torn file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        write_json(tmp, value)
+        with open(tmp, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """``write_atomic`` of one JSON value (sorted keys, as ``write_json``)."""
+    write_atomic(path, lambda stream: stream.write(json.dumps(value, sort_keys=True, default=str).encode()))

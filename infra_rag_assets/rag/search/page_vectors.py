@@ -13,13 +13,14 @@ vectors it was fitted with always travel together.
 
 from __future__ import annotations
 
-import os
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ..operate.files import write_atomic
 
 PAGE_VECTORS_FILE = "page_vectors.npz"  # in the version's serving snapshot directory
 
@@ -55,15 +56,19 @@ class PageVectors:
         scores = torch.mv(torch.from_numpy(np.ascontiguousarray(self.matrix)), torch.from_numpy(unit)).numpy()
         return dict(zip(self.pages, scores.tolist()))
 
+    @classmethod
+    def of_version(cls, db_uri: str, version: str, catalog: Mapping[str, Mapping]) -> PageVectors:
+        """The centroids of a built version: its stored chunk vectors, pages from its catalog."""
+        from ..index.vector_store import read_vectors
+
+        vectors = read_vectors(db_uri, version)
+        return cls.from_chunks(list(vectors), np.stack(list(vectors.values())),
+                               lambda c: (catalog.get(c) or {}).get("doc_id"))
+
     def save(self, path: str | Path) -> None:
-        """Written beside and renamed over, so a reader never opens half a file."""
-        path = Path(path)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        with open(partial, "wb") as stream:
-            np.savez(stream, pages=np.array(self.pages, dtype=str), matrix=self.matrix)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(partial, path)
+        """Replaced atomically: a serving engine opening the version never reads half a file."""
+        write_atomic(Path(path), lambda stream: np.savez(stream, pages=np.array(self.pages, dtype=str),
+                                                        matrix=self.matrix))
 
     @classmethod
     def load(cls, path: str | Path) -> PageVectors:
