@@ -122,9 +122,10 @@ def synthetic(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     return groups
 
 
-def test_fit_learns_the_signal_deterministically():
+@pytest.mark.parametrize("loss", ["listwise", "pairwise"])
+def test_fit_learns_the_signal_deterministically(loss):
     train, test = synthetic(200), synthetic(100, seed=1)
-    settings = FitSettings(steps=200)
+    settings = FitSettings(steps=200, loss=loss)
     ranker = fit(train, settings=settings)
     assert ranker == fit(train, settings=settings)  # same data, same weights
     w = dict(zip(ranker.feature_names, ranker.weights))
@@ -133,6 +134,27 @@ def test_fit_learns_the_signal_deterministically():
     one_signal = np.mean([y[int(np.argmax(x[:, col("l_mm")]))] for x, y in test])  # 0.48 on this draw
     # 200 questions against ~40 noise columns: well above either signal alone, short of the oracle's 1.0
     assert top1 > 0.7 and top1 > one_signal + 0.2
+
+
+def test_listwise_gradient_matches_its_loss():
+    """The listwise loss's analytic gradient against central differences (two relevant pages in
+    one question, a question without a relevant page that must be left out)."""
+    from infra_rag_assets.rag.search.ranker import _Listwise
+
+    rng = np.random.default_rng(3)
+    groups = [(rng.normal(size=(6, 4)), np.array([0, 1, 0, 0, 0, 0.0])),
+              (rng.normal(size=(5, 4)), np.array([1, 0, 0, 1, 0.0])),
+              (rng.normal(size=(4, 4)), np.zeros(4))]
+    objective, w = _Listwise(groups), rng.normal(size=4)
+    assert objective.meta == {"candidates": 11, "questions_used": 2}
+    numeric = [(objective.loss(w + e) - objective.loss(w - e)) / 2e-6 for e in np.eye(4) * 1e-6]
+    assert np.allclose(objective.gradient(w), numeric, atol=1e-6)
+    assert objective.loss(np.zeros(4)) == pytest.approx((np.log(6) + np.log(5 / 2)) / 2)
+
+
+def test_unknown_loss_is_refused():
+    with pytest.raises(ValueError, match="unknown ranker loss"):
+        FitSettings(loss="pointwise")
 
 
 def test_fit_on_a_feature_subset_and_apply_order():

@@ -42,7 +42,7 @@ class PageRankerConfig(dg.Config):
     owners=["team:search-platform"],
     description="Learned page ranker of this version: hybrid-page's candidates of a seeded sample of k8s "
     f"train questions, {len(FEATURE_NAMES)} page features (incl. the question's cosine to each page's centroid "
-    "vector), pairwise logistic fit. Written as ranker.json and page_vectors.npz in the serving snapshot, "
+    "vector), listwise softmax fit. Written as ranker.json and page_vectors.npz in the serving snapshot, "
     "where the hybrid-learned config (CLI, service, eval_run) reads them. Content-addressed: an unchanged "
     "rebuild reuses the weights.",
 )
