@@ -88,10 +88,11 @@ def _tail(path: Path, chars: int = 4000) -> str:
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-    """SIGINT (Ctrl-C) to dagster dev, then SIGTERM, then SIGKILL to its whole process group."""
+    """SIGINT (Ctrl-C, which a terminal sends to the whole foreground group) to dagster dev's
+    process group, then SIGTERM, then SIGKILL."""
     if proc.poll() is None:
         try:
-            os.kill(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
