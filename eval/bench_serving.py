@@ -5,10 +5,12 @@ level sends a fixed number of requests (POST /search, with a share of offline PO
 and records throughput, p50/p95 latency, errors by status and RSS per worker. The acceptance
 run adds a CLI batch searching the same home during the load.
 
-    python eval/bench_serving.py --home /path/to/home                      # the README table
-    python eval/bench_serving.py --home H --acceptance                      # 400 + 40 at c=16 beside a batch
+    python -m eval.bench_serving --home /path/to/home                      # the README table
+    python -m eval.bench_serving --home H --acceptance                      # 400 + 40 at c=16 beside a batch
 
-Loopback only; every loop is bounded by its request count and a per-request timeout.
+Loopback only; every loop is bounded by its request count and a per-request timeout. The run's
+section (``sweep`` or ``acceptance``) and header replace those in eval/results/serving.json; the
+other section stays.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from infra_rag_assets.service.loadgen import run_load
+from eval.loadgen import run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "eval" / "benchmarks"

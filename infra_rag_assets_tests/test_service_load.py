@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import build_index_version
 
+from eval.loadgen import run_load
 from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.operate.traces import read_traces
-from infra_rag_assets.service.loadgen import run_load
 
 QUESTIONS = [
     "How does maxSurge limit pods during a Deployment rollout?",

@@ -1,4 +1,6 @@
-"""A bounded loopback load generator for the HTTP service (tests and eval/bench_serving.py).
+"""A bounded loopback load generator for the HTTP service (test_service_load.py and eval/bench_serving.py).
+
+It lives in eval/, not in the package: a load generator is a measuring tool, never part of what is served.
 
 Fixed request count, fixed concurrency, a timeout per request, loopback targets only: it
 stops by itself and never reaches past this machine. Each client thread keeps one HTTP/1.1
