@@ -9,7 +9,7 @@ guessing it: answer coverage = share of the reference answer's distinct content 
 on the relevant page's indexed text (title + all chunks). It reads the eval split only, never
 the held-out test split, and changes no score: it is a diagnostic slice of an existing eval_run.
 
-    INFRA_RAG_HOME=/tmp/rh python eval/answer_coverage.py --version V [--regime serving]
+    INFRA_RAG_HOME=/tmp/rh python -m eval.answer_coverage --version V [--regime serving]
 """
 
 from __future__ import annotations

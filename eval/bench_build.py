@@ -11,7 +11,7 @@ Writes eval/results/build_benchmark.json and prints a Markdown table for the REA
 calibration, ranker, eval_run, release), cold and unchanged, with each stage's wall time, into
 eval/results/main_job_benchmark.json (the 1 % edit retrains the model: not run).
 
-    python eval/bench_build.py [--corpus ../shared/corpus] [--work /tmp/infra_rag_bench] [--main-job]
+    python -m eval.bench_build [--corpus ../shared/corpus] [--work /tmp/infra_rag_bench] [--main-job]
 """
 
 from __future__ import annotations

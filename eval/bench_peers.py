@@ -15,7 +15,9 @@ What each system indexes (all 19k-ish chunk rows of one index version):
   copied vectors for hybrid (default RRF reranker) and plain vector search (no floor).
 Metrics are page-level (chunks collapsed to pages) from ``infra_rag_assets.rag.evaluate.metrics``.
 
-    INFRA_RAG_HOME=/tmp/rh python eval/bench_peers.py [--version V] [--limit N]
+    INFRA_RAG_HOME=/tmp/rh python -m eval.bench_peers [--version V] [--limit N]
+
+Writes eval/results/peers.json (``--out`` elsewhere for a ``--limit`` trial, so it does not replace the current run).
 """
 
 from __future__ import annotations

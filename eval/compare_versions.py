@@ -1,6 +1,6 @@
 """Side-by-side eval_run metrics of index versions (e.g. base vs adapted), from a warehouse.
 
-    python eval/compare_versions.py --warehouse HOME/warehouse.duckdb V1 V2 [--regimes dense serving]
+    python -m eval.compare_versions --warehouse HOME/warehouse.duckdb V1 V2 [--regimes dense serving]
 
 Prints, per benchmark, regime and slice (overall; own set also per category), MRR@10 / hit@5 of
 each version's newest eval_run, and abstention precision/recall on the own set. Read-only.

@@ -4,7 +4,9 @@ ingestion bounds are chosen from: documents by status, chunk count, a hash of ev
 
 Run before and after a change to ingestion: for normal pages the count and hash must not move.
 
-    PYTHONPATH=. INFRA_RAG_CORPUS=../shared/corpus python eval/measure_ingest_bounds.py [--json OUT]
+    INFRA_RAG_CORPUS=../shared/corpus python -m eval.measure_ingest_bounds [--json [OUT]]
+
+``--json`` alone writes eval/results/ingest_bounds.json.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", default=os.environ.get("INFRA_RAG_SOURCES", str(ROOT / "sources.yaml")))
-    parser.add_argument("--json", default="")
+    parser.add_argument("--json", nargs="?", default="", const=str(ROOT / "eval" / "results" / "ingest_bounds.json"),
+                        help="also write the report to OUT (default eval/results/ingest_bounds.json)")
     args = parser.parse_args()
 
     from infra_rag_assets.rag.index.config import ChunkSettings

@@ -7,7 +7,9 @@ answerable questions it refuses (their reciprocal rank becomes 0). Rules are cho
 train answerables (false refusals) and the odd-numbered own unanswerables; the even-numbered
 ones are reported as a held-out half. The eval split is only reported.
 
-    python eval/sweep_abstention.py [--home DIR] [--version V] [--train-sample 600] [--out FILE]
+    python -m eval.sweep_abstention [--home DIR] [--version V] [--train-sample 600] [--out FILE]
+
+Writes eval/results/abstention_sweep.json unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The model lands at the same content address (``<home>/models/<key>/``) the main 
 a version registered with the same recipe, so a later ``infra-rag build`` with unchanged chunks
 reuses it. Used to measure recipes on a full-corpus home without rebuilding it:
 
-    python eval/train_adapted.py --home /work/adapt-home --version 2026-12-01T0313-067db5 \
+    python -m eval.train_adapted --home /work/adapt-home --version 2026-12-01T0313-067db5 \
         [--labelled 1500 --doc 1500 --max-seq-length 96 --epochs 1]
 
 then ``INFRA_RAG_MODEL=<printed model path> infra-rag build --from chunks --through eval_run``

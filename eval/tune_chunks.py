@@ -5,7 +5,9 @@ for each in a temp dir, and scores page-level MRR@10 / hit@5 on the covered k8s 
 questions and our own labelled set. Dense scores need a full re-embed per size (~15 min each
 on 2 cores) and are reported separately when run with --dense.
 
-    INFRA_RAG_HOME=... python eval/tune_chunks.py [--version V] [--sizes 128,192,256]
+    INFRA_RAG_HOME=... python -m eval.tune_chunks [--version V] [--sizes 128,192,256]
+
+Writes eval/results/chunk_sizes_lexical.json.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def score(searcher: LexicalSearcher, doc_of: dict, records) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version")
     parser.add_argument("--sizes", default="128,192,256")
     parser.add_argument("--context", choices=["on", "off", "both"], default="on")
