@@ -11,17 +11,15 @@ run queue) and override resource fields with run config, never with other object
 import dagster as dg
 
 from .defs import jobs
-from .defs.evaluate import evaluation
+from .defs.evaluate import abstention_calibration, eval_run, page_ranker
 from .defs.index import chunks, indexes, models
-from .defs.ingest import documents, sources
-from .defs.operate import automation, operations, release, traces
+from .defs.ingest import documents, source_pages
+from .defs.operate import automation, operations, release, served_traces
 from .defs.resources import BuildSettings, EmbedderResource, RagStore
-from .defs.search.calibration import abstention_calibration
-from .defs.search.page_ranker import page_ranker
 
-ASSETS = [sources.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
-          indexes.lexical_index, abstention_calibration, page_ranker, evaluation.eval_run, release.release,
-          release.serving_release, traces.served_traces]
+ASSETS = [source_pages.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
+          indexes.lexical_index, abstention_calibration.abstention_calibration, page_ranker.page_ranker,
+          eval_run.eval_run, release.release, release.serving_release, served_traces.served_traces]
 
 defs = dg.Definitions(
     assets=ASSETS,
@@ -29,7 +27,7 @@ defs = dg.Definitions(
         documents.documents_spans_are_exact, documents.documents_failure_rate,
         chunks.chunks_are_exact_slices, chunks.chunks_within_size,
         indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
-        evaluation.critical_gates, evaluation.warning_gates, operations.release_canary,
+        eval_run.critical_gates, eval_run.warning_gates, operations.release_canary,
     ],
     jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],

@@ -156,14 +156,16 @@ def build_index_version(home: Path, sources: Path) -> str:
     """Register a new index version of ``sources`` in ``home`` and build it through the indexes."""
     import dagster as dg
 
-    from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
+    from infra_rag_assets.control.builds import materialize_version, register_version
+    from infra_rag_assets.control.stages import index_stages
     from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 
     store = RagStore(home=str(home))
     settings = BuildSettings(sources_file=str(sources))
     with dg.DagsterInstance.ephemeral() as instance:
         version = register_version(instance, store, settings, created_by="test")
-        result = materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource(batch_size=16))
+        result = materialize_version(version, index_stages(), instance, store, settings,
+                                     EmbedderResource(batch_size=16))
         assert result.success
     return version
 
@@ -187,3 +189,23 @@ def fresh_home(built_index, tmp_path):
     target = tmp_path / "home"
     shutil.copytree(built_index["home"], target)
     return target
+
+
+TIERS = ("unit", "build", "slow", "browser", "postgres")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse to collect a test that carries no tier marker or more than one (see pyproject.toml).
+
+    A module sets its tier with ``pytestmark = pytest.mark.<tier>``; a module that mixes fast and
+    long tests marks each test instead. ``-m unit`` is then the fast inner loop.
+    """
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"every test needs exactly one tier marker of {', '.join(TIERS)} "
+            f"({len(wrong)} do not):\n" + "\n".join(wrong))

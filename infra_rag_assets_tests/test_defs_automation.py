@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
-from infra_rag_assets.builds import INDEX_STAGES, materialize_version
+from infra_rag_assets.control.builds import materialize_version
+from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.operate.automation import sources_changed
 from infra_rag_assets.defs.resources import EmbedderResource
+
+pytestmark = pytest.mark.build
 
 
 def _tick(instance, store, settings):
@@ -19,7 +23,7 @@ def _tick(instance, store, settings):
 
 
 def _build(instance, store, settings, version):
-    result = materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource(batch_size=16))
+    result = materialize_version(version, index_stages(), instance, store, settings, EmbedderResource(batch_size=16))
     assert result.success
     meta = result.asset_materializations_for_node("vectors")[0].metadata
     return meta["texts_embedded"].value

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 
-from infra_rag_assets.builds import materialize_version
-from infra_rag_assets.defs.evaluate.evaluation import EvalRunConfig, experiment_configs
+from infra_rag_assets.control.builds import materialize_version
+from infra_rag_assets.defs.evaluate.eval_run import EvalRunConfig, experiment_configs
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 from infra_rag_assets.rag.search.retrieval_config import DEFAULT_FLOOR
+
+pytestmark = pytest.mark.build
 
 ANSWERABLE = [
     ("a1", "What does maxSurge limit during a rolling update of a Deployment?",

@@ -7,9 +7,13 @@ import gzip
 import json
 
 import dagster as dg
+import pytest
 
-from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
+from infra_rag_assets.control.builds import materialize_version, register_version
+from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+
+pytestmark = pytest.mark.build
 
 QUESTIONS = [
     ("q-maxsurge", "What does maxSurge limit during a rolling update of a Deployment?",
@@ -26,7 +30,7 @@ gates:
   - {name: hit5-floor, metric: hit@5, regime: serving, slice: "tiny/overall", comparison: floor,
      threshold: 0.5, severity: critical}
 """
-STAGES = [*INDEX_STAGES, "abstention_calibration", "page_ranker", "eval_run"]
+STAGES = [*index_stages(), "abstention_calibration", "page_ranker", "eval_run"]
 
 
 def _write(path, questions) -> str:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from infra_rag_assets.builds import INDEX_STAGES as STAGES
-from infra_rag_assets.builds import materialize_version, register_version
+from infra_rag_assets.control.builds import materialize_version, register_version
+from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.index.vector_store import count_rows, read_model_info
+
+pytestmark = pytest.mark.build
+
+STAGES = index_stages()
 
 
 @pytest.fixture

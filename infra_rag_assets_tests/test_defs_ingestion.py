@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 
-from infra_rag_assets.builds import materialize_version, register_version
+from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.defs.resources import RagStore
+
+pytestmark = pytest.mark.build
 
 
 def _docs(store: RagStore, version: str) -> dict[str, dict]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from infra_rag_assets.builds import job_for, stages_through
+from infra_rag_assets.control.stages import job_for, stage_order, stages_for
 from infra_rag_assets.definitions import defs
-from infra_rag_assets.stages import stage_order
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_code_location_loads():
@@ -33,7 +34,7 @@ def test_stage_order_is_the_graphs_topological_order():
     ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
 ])
 def test_selections_come_from_upstream_and_downstream(through, start, expected, job):
-    stages = stages_through(through, start)
+    stages = stages_for(through, start)
     assert stages == expected
     name, subset = job_for(stages)
     assert name == job and (subset is None) == (start is None)
@@ -57,6 +58,6 @@ def test_serving_stays_out_of_build_jobs_and_adaptation_is_in_them():
 
 def test_unknown_stages_are_one_line_errors():
     with pytest.raises(ValueError, match="unknown stage 'nope'"):
-        stages_through("nope")
+        stages_for("nope")
     with pytest.raises(ValueError, match="--from eval_run is not a stage before --through documents"):
-        stages_through("documents", "eval_run")
+        stages_for("documents", "eval_run")

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 
-from infra_rag_assets.builds import materialize_version
+from infra_rag_assets.control.builds import materialize_version
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.index.serving_snapshot import snapshot_from_warehouse
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
+
+pytestmark = pytest.mark.build
 
 TRAIN = [  # (question, relevant page of the fixture corpus)
     ("What does maxSurge limit during a rolling update of a Deployment?",

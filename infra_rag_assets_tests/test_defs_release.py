@@ -7,9 +7,11 @@ import json
 import dagster as dg
 import pytest
 
-from infra_rag_assets.builds import change_serving, materialize_version
+from infra_rag_assets.control.builds import change_serving, materialize_version, serve_if_approved
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.operate import releases
+
+pytestmark = pytest.mark.build
 
 QUESTIONS = [
     ("q-maxsurge", "What does maxSurge limit during a rolling update of a Deployment?",
@@ -159,7 +161,7 @@ def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
 
 def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     """serve_approved_builds: a reindex run (not in-process) that approved its version → release_version."""
-    from infra_rag_assets.defs.operate.automation import CALLER_SERVES_TAG, serve_approved_builds
+    from infra_rag_assets.defs.operate.automation import serve_approved_builds
 
     instance, store, settings, version, bench = env
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
@@ -176,10 +178,13 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
                                                      dagster_instance=instance, dagster_run=run.with_tags(tags))
         return serve_approved_builds(context)
 
-    assert isinstance(evaluate(run.tags), dg.SkipReason)  # in-process builds serve themselves
-    request = evaluate({k: v for k, v in run.tags.items() if k != CALLER_SERVES_TAG})
+    request = evaluate(run.tags)  # approved and not served yet: the sensor serves it
     assert isinstance(request, dg.RunRequest)
     assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
+    served = serve_if_approved(instance, store, result)  # the CLI, after the run it waited for: the same rule
+    assert served is not None and served.success and releases.current_release(store.warehouse()) == version
+    assert isinstance(evaluate(run.tags), dg.SkipReason)  # served once: the sensor does not serve it again
+    assert serve_if_approved(instance, store, result) is None
 
 
 def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_path, monkeypatch):

@@ -17,6 +17,8 @@ import yaml
 
 from infra_rag_assets.defs.index.indexes import lexical_index, vectors
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "deploy" / "dagster.production.yaml"
 
@@ -72,16 +74,19 @@ def test_validation_is_real_conflicting_limits_are_rejected(tmp_path):
 
 def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
     """ensure_dagster_home copies the project's dagster.yaml; that copy loads as an instance."""
-    import dagster as dg
 
-    from infra_rag_assets.builds import ensure_dagster_home
+    import os
+
+    from infra_rag_assets.control.builds import ensure_dagster_home, open_instance
     from infra_rag_assets.defs.resources import RagStore
 
-    monkeypatch.setenv("DAGSTER_HOME", "")  # records the original value: restored after the test
-    monkeypatch.delenv("DAGSTER_HOME")  # ensure_dagster_home sets it in os.environ
-    home = ensure_dagster_home(RagStore(home=str(tmp_path / "home")))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    store = RagStore(home=str(tmp_path / "home"))
+    home = ensure_dagster_home(store)
+    assert home == (tmp_path / "home" / "dagster").resolve()
+    assert "DAGSTER_HOME" not in os.environ  # the CLI writes nothing to its environment
     assert (home / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
-    with dg.DagsterInstance.get() as instance:
+    with open_instance(store) as instance:
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
         assert "Sqlite" in type(instance.run_storage).__name__
     shutil.rmtree(home, ignore_errors=True)

@@ -14,8 +14,9 @@ import dagster as dg
 import pytest
 from conftest import OFF_FIXTURE, PAGE, TRAIN_SPLIT
 
-from infra_rag_assets.builds import INDEX_STAGES, materialize_version, register_version
-from infra_rag_assets.cli import _without_adaptation
+from infra_rag_assets.cli.main import without_adaptation
+from infra_rag_assets.control.builds import materialize_version, register_version
+from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.index.models import domain_model
 from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
 from infra_rag_assets.rag.index.config import AdaptRecipe, BuildConfig
@@ -25,13 +26,15 @@ from infra_rag_assets.rag.index.training_set import CHUNK_FIELDS, model_key, tra
 from infra_rag_assets.rag.index.vector_store import VectorSearcher, read_model_info
 from infra_rag_assets.rag.search.engine import QueryEngine
 
+pytestmark = pytest.mark.build
+
 TINY = {"adapt_labelled_examples": 6, "adapt_doc_examples": 6, "adapt_max_seq_length": 32}
 
 
 def _build(instance: dg.DagsterInstance, store: RagStore, settings: BuildSettings) -> tuple[str, dict, dict]:
     """A new version through the indexes: (version, domain_model metadata, vectors metadata)."""
     version = register_version(instance, store, settings, created_by="test")
-    result = materialize_version(version, INDEX_STAGES, instance, store, settings, EmbedderResource(batch_size=16))
+    result = materialize_version(version, index_stages(), instance, store, settings, EmbedderResource(batch_size=16))
     assert result.success
     return version, *(_meta(result, node) for node in ("domain_model", "vectors"))
 
@@ -91,7 +94,7 @@ def test_the_switches(monkeypatch, tmp_path):
     monkeypatch.setenv("INFRA_RAG_ADAPT", "1")
     adapted = BuildSettings(train_split=str(tmp_path / "train.jsonl"))
     assert adapted.recipe() == AdaptRecipe(train_split=str(tmp_path / "train.jsonl"))  # the measured defaults
-    quick = _without_adaptation(adapted)  # infra-rag build --quick
+    quick = without_adaptation(adapted)  # infra-rag build --quick
     assert quick.recipe() is None and quick.train_split == adapted.train_split
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 
+from .. import settings
+
 
 def md_table(frame: pl.DataFrame, max_rows: int = 20, max_cell: int = 80) -> dg.MarkdownMetadataValue:
     """A Markdown table (the UI renders it) of the first ``max_rows`` rows."""
@@ -46,9 +48,7 @@ def log_progress(context: dg.AssetExecutionContext, label: str, every: int):
 
 def ui_url() -> str:
     """Base URL of the Dagster UI that run links point at (``INFRA_RAG_DAGSTER_URL``)."""
-    import os
-
-    return os.environ.get("INFRA_RAG_DAGSTER_URL", "http://127.0.0.1:3000").rstrip("/")
+    return settings.dagster_url()
 
 
 def run_link(run_id: str) -> dg.MetadataValue:

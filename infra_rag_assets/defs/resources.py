@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from .. import settings
 from ..rag.index.config import AdaptRecipe, BuildConfig, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
 from ..rag.ingest.blobs import BlobStore
@@ -20,28 +21,18 @@ from ..rag.ingest.sources import Source, load_sources
 from ..rag.operate.home import DataHome, default_home
 from ..rag.operate.warehouse import Warehouse
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = settings.PROJECT_ROOT
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
-
-
-def default_sources_file() -> str:
-    return os.environ.get("INFRA_RAG_SOURCES", str(PROJECT_ROOT / "sources.yaml"))
 
 
 def default_train_split() -> str:
     """The benchmark's train split (INFRA_RAG_BENCH overrides the bench folder, as for eval specs)."""
-    bench = os.environ.get("INFRA_RAG_BENCH", str(PROJECT_ROOT.parent / "shared" / "bench"))
-    return str(Path(bench) / "k8s-docs-rag-bench" / "qa_train.jsonl")
-
-
-def default_adapt() -> bool:
-    """INFRA_RAG_ADAPT=0 (or false/no/off) builds with the base model as is (the quick build)."""
-    return os.environ.get("INFRA_RAG_ADAPT", "1").strip().lower() not in ("0", "false", "no", "off")
+    return str(settings.bench_dir() / "k8s-docs-rag-bench" / "qa_train.jsonl")
 
 
 def default_model() -> str:
     """INFRA_RAG_MODEL (e.g. a domain_model path) or the bundled base model."""
-    return os.environ.get("INFRA_RAG_MODEL") or DEFAULT_MODEL
+    return settings.model() or DEFAULT_MODEL
 
 
 class RagStore(dg.ConfigurableResource):
@@ -86,13 +77,13 @@ class RagStore(dg.ConfigurableResource):
 class BuildSettings(dg.ConfigurableResource):
     """Sources file and the settings a *new* version is built with (recorded per version)."""
 
-    sources_file: str = Field(default_factory=default_sources_file)
+    sources_file: str = Field(default_factory=settings.sources_file)
     model: str = Field(default_factory=default_model, description="sentence-transformers id or local path "
                        f"(default: env INFRA_RAG_MODEL, else {DEFAULT_MODEL})")
     chunk_target_tokens: int = ChunkSettings.target_tokens
     chunk_max_tokens: int = ChunkSettings.max_tokens
     context_line: bool = ChunkSettings.context_line
-    adapt: bool = Field(default_factory=default_adapt, description="adapt the model to the corpus in the build "
+    adapt: bool = Field(default_factory=settings.adapt, description="adapt the model to the corpus in the build "
                         "(domain_model, 10-20 min cold, reused when unchanged); false = quick base-model build "
                         "(default: env INFRA_RAG_ADAPT, else true)")
     adapt_labelled_examples: int = AdaptRecipe.labelled_examples

@@ -11,7 +11,6 @@ traceback and answered 500 without internals.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 from contextlib import asynccontextmanager
@@ -21,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from .. import settings as env
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import new_trace_id
 from ..rag.search.engine import single_thread_queries
@@ -61,10 +61,9 @@ def app_from_env() -> FastAPI:
     `infra-rag serve` sets (INFRA_RAG_HOME, INFRA_RAG_MAX_INFLIGHT, INFRA_RAG_RELEASE_POLL_S)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     defaults = ServiceSettings()
-    settings = ServiceSettings(
-        max_inflight=int(os.environ.get("INFRA_RAG_MAX_INFLIGHT", defaults.max_inflight)),
-        poll_s=float(os.environ.get("INFRA_RAG_RELEASE_POLL_S", defaults.poll_s)))
-    return create_app(DataHome.at(), settings)
+    limits = ServiceSettings(max_inflight=env.max_inflight(defaults.max_inflight),
+                             poll_s=env.release_poll_s(defaults.poll_s))
+    return create_app(DataHome.at(), limits)
 
 
 def _on_sighup(callback) -> None:

@@ -8,9 +8,7 @@ from ...rag.ingest.sources import SourceConfigError
 from ..partitions import index_version
 from ..resources import BuildSettings, RagStore
 from .release import release_version_job
-
-# Set on runs whose caller (the CLI) serves the version itself once the run ends; the sensor skips them.
-CALLER_SERVES_TAG = "infra_rag/caller_serves"
+from .serving import serving_decision
 
 
 @dg.sensor(
@@ -53,17 +51,12 @@ def _changed_sources(previous: str | None, snapshots: list[dict], warehouse) -> 
     run_status=dg.DagsterRunStatus.SUCCESS,
     request_job=release_version_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After a daemon-run reindex (the sensor's, or `infra-rag build --submit`) approved its version, "
-    "serve it: requests release_version for that version. CLI builds that wait for their run do this themselves.",
+    description="After a reindex run approved its version, serve it (requests release_version), unless the "
+    "caller that waited for the build served it already: the rule of defs/operate/serving.py, shared with the CLI.",
 )
 def serve_approved_builds(context: dg.RunStatusSensorContext):
-    run = context.dagster_run
-    version = run.tags.get("dagster/partition")
-    if run.job_name != "reindex" or not version or run.tags.get(CALLER_SERVES_TAG):
-        return dg.SkipReason(f"run {run.run_id[:8]}: not a daemon-run index-version build")
-    approved = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release"), asset_partitions=[version]), limit=1).records
-    if not approved or approved[0].run_id != run.run_id:
-        return dg.SkipReason(f"{version} was not approved by run {run.run_id[:8]}")
-    return dg.RunRequest(run_key=f"serve-{version}-{run.run_id}", run_config={"ops": {"serving_release": {"config": {
-        "action": "release", "version": version, "reason": f"reindex run {run.run_id[:8]} passed the gates"}}}})
+    decision = serving_decision(context.instance, context.dagster_run)
+    if decision.version is None:
+        return dg.SkipReason(decision.reason)
+    return dg.RunRequest(run_key=f"serve-{decision.version}-{decision.build_run_id}",
+                         run_config=decision.run_config(), tags=decision.tags())

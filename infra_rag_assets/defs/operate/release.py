@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 
 from ...rag.operate import releases
-from ..evaluate.evaluation import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
+from ..evaluate.eval_run import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
 from ..resources import RagStore

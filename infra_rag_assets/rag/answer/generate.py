@@ -26,12 +26,12 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from ... import settings
 from .extractive import answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
 from .records import Answer, Citation, Match, PassageLike, elapsed_ms
 
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL
-MODEL_ENV = "INFRA_RAG_CLAUDE_MODEL"
 DEFAULT_PROMPT = "answer-with-citations"
 
 def answer_with_claude(
@@ -70,7 +70,7 @@ def answer_with_claude(
 
 
 def _claude_base(question: str, spec: Prompt, model: str | None) -> dict[str, Any]:
-    model = model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
+    model = model or settings.claude_model() or DEFAULT_MODEL
     return dict(question=question, method="claude", model=model,
                 prompt_name=spec.id, prompt_hash=spec.hash)  # fmt: skip
 

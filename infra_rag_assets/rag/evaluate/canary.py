@@ -15,11 +15,11 @@ with that reason rather than failed or silently passed.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import settings
 from ..ingest.sources import read_yaml_list
 from ..operate.traces import error_row, trace_row
 from ..search.retrieval import RetrievalConfig
@@ -29,8 +29,7 @@ ORIGIN = "canary"
 
 
 def default_canary_file() -> Path:
-    root = Path(__file__).resolve().parents[3]
-    return Path(os.environ.get("INFRA_RAG_CANARY", str(root / "eval" / "canary.yaml")))
+    return settings.canary_file()
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ passes ~250k-1M rows or latency matters more than exact recall (prefiltering is 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -37,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from infra_rag_assets import settings
 from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
 from infra_rag_assets.rag.index.embedding_cache import vector_matrix
 
@@ -59,13 +59,7 @@ _ROW_FIELDS = [
 
 def memory_scan_limit() -> int:
     """Rows a searcher may hold in process (``INFRA_RAG_MEMORY_SCAN_MAX_ROWS``; 0 = LanceDB always)."""
-    raw = os.environ.get(MEMORY_SCAN_ENV, "").strip()
-    if not raw:
-        return MEMORY_SCAN_MAX_ROWS
-    if not raw.isdigit():
-        raise ValueError(f"{MEMORY_SCAN_ENV} must be a whole number of rows (0 turns the in-process scan off), "
-                         f"got {raw!r}")
-    return int(raw)
+    return settings.memory_scan_max_rows(MEMORY_SCAN_MAX_ROWS)
 
 
 @dataclass(frozen=True)

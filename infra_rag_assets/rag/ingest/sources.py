@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
 import re
 import string
 import subprocess
@@ -21,11 +20,11 @@ from urllib.parse import quote
 
 import yaml
 
+from ... import settings
 from .safe_paths import Entry, hash_entry, walk_mirror
 
 KINDS = {"markdown_tree": (".md", ".markdown"), "html_pages": (".html", ".htm"), "pdf_files": (".pdf",)}
 PROJECTS = {"kubernetes", "prometheus", "argocd", "cncf"}
-_ENV_PATTERN = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 REQUIRED_KEYS = ("name", "project", "kind", "license", "url_template")
 SOURCE_KEYS = (*REQUIRED_KEYS, "mirror", "upstream")
 UPSTREAM_KEYS = ("git", "commit", "subpath", "files", "urls")
@@ -99,7 +98,7 @@ def page_id_for(rel_path: str) -> str:
 
 def expand_env(value: str) -> str:
     """``${VAR:-default}`` from the environment (sources.yaml and benchmark specs share it)."""
-    return _ENV_PATTERN.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
+    return settings.expand(value)
 
 
 def read_yaml_list(path: Path | str, key: str, error: type[Exception] = ValueError,

@@ -12,16 +12,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import settings
 from ..ingest.blobs import BlobStore
 from .warehouse import Warehouse
 
 
 def default_home() -> str:
-    return os.environ.get("INFRA_RAG_HOME", str(Path.cwd() / ".infra_rag"))
+    return settings.home()
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class DataHome:
 
     @classmethod
     def at(cls, home: str | Path | None = None, lancedb_uri: str = "") -> DataHome:
-        return cls(Path(home or default_home()).resolve(), lancedb_uri or os.environ.get("INFRA_RAG_LANCEDB_URI", ""))
+        return cls(Path(home or default_home()).resolve(), lancedb_uri or settings.lancedb_uri())
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.root / "warehouse.duckdb")

@@ -7,15 +7,15 @@ import time
 
 import click
 
-from .cli_common import UserError, console, friendly_errors, out, print_rows
-from .rag.ingest.sources import PROJECTS
-from .rag.search.engine import hit_record
-from .rag.search.questions import QuestionError, clean_question, read_batch
+from ..rag.ingest.sources import PROJECTS
+from ..rag.search.engine import hit_record
+from ..rag.search.questions import QuestionError, clean_question, read_batch
+from .common import UserError, console, friendly_errors, out, print_rows
 
 
 def _engine(obj: dict, version: str | None):
-    from .rag.index.embedding import ModelMismatch, ModelUnavailable
-    from .rag.search.engine import QueryEngine, single_thread_queries
+    from ..rag.index.embedding import ModelMismatch, ModelUnavailable
+    from ..rag.search.engine import QueryEngine, single_thread_queries
 
     single_thread_queries()
 
@@ -27,7 +27,7 @@ def _engine(obj: dict, version: str | None):
 
 
 def _config_name(mode: str, config: str | None) -> str:
-    from .rag.search.engine import MODE_CONFIGS, named_config
+    from ..rag.search.engine import MODE_CONFIGS, named_config
 
     name = config or MODE_CONFIGS[mode]
     named_config(name)  # one-line error for an unknown name
@@ -48,7 +48,7 @@ def _config_name(mode: str, config: str | None) -> str:
 @friendly_errors
 def search(obj, question, batch, k, version, mode, config, project, as_json, output) -> None:
     """Retrieve passages for QUESTION, or for every line of --batch (one JSON line out per question)."""
-    from .rag.operate.traces import process_sink, trace_row
+    from ..rag.operate.traces import process_sink, trace_row
 
     if (question is not None) == bool(batch):
         raise UserError("give either a QUESTION or --batch FILE")
@@ -124,7 +124,7 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @friendly_errors
 def answer(obj, question, version, config, k, offline, as_json) -> None:
     """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
-    from .rag.operate.traces import process_sink, trace_row
+    from ..rag.operate.traces import process_sink, trace_row
 
     question = _questions(question, None)[0]["question"]
     name = _config_name("hybrid", config)
@@ -152,7 +152,7 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
 @friendly_errors
 def traces(obj, last) -> None:
     """Show the last N question traces (CLI, service, batch, canary), read from the trace segments."""
-    from .rag.operate.traces import last_traces
+    from ..rag.operate.traces import last_traces
 
     frame = last_traces(obj["store"].data_home().traces_dir(), last)
     print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
@@ -172,23 +172,24 @@ def traces(obj, last) -> None:
 def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
     """Serve POST /search, POST /answer, GET /health, /versions, /release over HTTP."""
     import os
+    import sys
 
-    import uvicorn
-
-    from .rag.search.engine import VersionNotFound, resolve_version
+    from .. import settings
+    from ..rag.search.engine import VersionNotFound, resolve_version
 
     home = obj["store"].data_home()
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
         raise UserError(str(exc)) from None
-    os.environ.update({"INFRA_RAG_HOME": str(home.root), "INFRA_RAG_MAX_INFLIGHT": str(max_inflight),
-                       "INFRA_RAG_RELEASE_POLL_S": str(release_poll)})
-    if home.lancedb_uri:
-        os.environ["INFRA_RAG_LANCEDB_URI"] = home.lancedb_uri
+    env = settings.child_environment(home=home.root, max_inflight=max_inflight, release_poll_s=release_poll,
+                                     lancedb_uri=home.lancedb_uri or None)
     console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s))")
-    uvicorn.run("infra_rag_assets.service:app_from_env", factory=True, host=host, port=port, workers=workers,
-                log_level="info", timeout_graceful_shutdown=10)
+    # uvicorn replaces this process (signals reach it directly); its workers read the settings above
+    command = [sys.executable, "-m", "uvicorn", "infra_rag_assets.service:app_from_env", "--factory",
+               "--host", host, "--port", str(port), "--workers", str(workers), "--log-level", "info",
+               "--timeout-graceful-shutdown", "10"]
+    os.execve(sys.executable, command, env)
 
 
 @click.command()
@@ -201,8 +202,8 @@ def snapshot(obj, versions) -> None:
     `lexical_index` writes a version's snapshot as part of every build; this re-derives it
     without rebuilding any index, and republishes the release pointer. The version's ranker and
     calibrated floor are kept when its chunks are unchanged."""
-    from .rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
-    from .rag.operate.releases import publish_pointer
+    from ..rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
+    from ..rag.operate.releases import publish_pointer
 
     home = obj["store"].data_home()
     warehouse = home.warehouse()

@@ -7,16 +7,13 @@ from pathlib import Path
 
 import click
 
-from .cli_common import UserError, console, friendly_errors, out
+from .common import UserError, console, friendly_errors, out
 
 
 def _instance(obj):
-    import dagster as dg
+    from ..control.builds import open_instance
 
-    from .builds import ensure_dagster_home
-
-    ensure_dagster_home(obj["store"])
-    return dg.DagsterInstance.get()
+    return open_instance(obj["store"])
 
 
 @click.command("release")
@@ -25,7 +22,7 @@ def _instance(obj):
 @friendly_errors
 def release_cmd(obj, version) -> None:
     """Approve VERSION (release asset: critical gates re-checked), then serve it (release_version job)."""
-    from .builds import change_serving, materialize_version
+    from ..control.builds import materialize_version, serve_if_approved
 
     warehouse = obj["store"].warehouse()
     if not warehouse.has_rows("eval_metrics", version):
@@ -33,9 +30,8 @@ def release_cmd(obj, version) -> None:
     with _instance(obj) as instance:
         result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
                                      tags={"infra_rag/origin": "cli-release"})
-        if result.success:
-            result = change_serving(instance, obj["store"], "release", version,
-                                    tags={"infra_rag/origin": "cli-release"})
+        served = serve_if_approved(instance, obj["store"], result, tags={"infra_rag/origin": "cli-release"})
+        result = served or result
     if not result.success:
         raise UserError(f"release of {version} refused: {result.failure()}")
     out.print(f"released {version}")
@@ -47,8 +43,8 @@ def release_cmd(obj, version) -> None:
 @friendly_errors
 def rollback(obj, reason) -> None:
     """Serve the previously released version again (the rollback job: a new event; nothing deleted)."""
-    from .builds import change_serving
-    from .rag.operate import releases
+    from ..control.builds import change_serving
+    from ..rag.operate import releases
 
     releases.rollback_target(obj["store"].warehouse())  # nothing to roll back to: a one-line error, no run
     with _instance(obj) as instance:
@@ -67,7 +63,7 @@ def rollback(obj, reason) -> None:
 @friendly_errors
 def lineage(obj, ref, regime, as_json) -> None:
     """Trace REF (a Dagster run id, an index version, or a benchmark question id) back to source bytes."""
-    from .rag.operate import lineage as lin
+    from ..rag.operate import lineage as lin
 
     warehouse = obj["store"].warehouse()
     with _instance(obj) as instance:
@@ -81,7 +77,7 @@ def lineage(obj, ref, regime, as_json) -> None:
 
 
 def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]:
-    from .rag.operate import lineage as lin
+    from ..rag.operate import lineage as lin
 
     run = instance.get_run_by_id(ref) if len(ref) >= 8 and "-" in ref else None
     if run is not None:
@@ -98,7 +94,7 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
 
 
 def _materializations(instance, version: str) -> list[dict]:
-    from .defs.evaluate.evaluation import UPSTREAM, upstream_lineage
+    from ..defs.evaluate.eval_run import UPSTREAM, upstream_lineage
 
     return upstream_lineage(instance, version, (*UPSTREAM, "eval_run", "release"))
 
@@ -133,27 +129,27 @@ def _print_chain(chain: dict) -> None:
 def ui(obj, port, host) -> None:
     """Open the Dagster UI (`dagster dev -w workspace.yaml`) on the CLI's instance and data home.
 
-    DAGSTER_HOME, INFRA_RAG_HOME and INFRA_RAG_SOURCES are set exactly as `infra-rag build` sets
-    them, so the UI shows the CLI's runs, versions and materializations (and its daemon runs
+    `dagster dev` gets DAGSTER_HOME, INFRA_RAG_HOME and INFRA_RAG_SOURCES exactly as `infra-rag build`
+    uses them, so the UI shows the CLI's runs, versions and materializations (and its daemon runs
     queued `--submit` builds, schedules and sensors).
     """
     import os
     import sys
 
-    from .builds import ensure_dagster_home
-    from .defs.resources import PROJECT_ROOT
+    from .. import settings
+    from ..control.builds import ensure_dagster_home
+    from ..defs.resources import PROJECT_ROOT
 
-    dagster_home = ensure_dagster_home(obj["store"]).resolve()
-    os.environ["DAGSTER_HOME"] = str(dagster_home)  # absolute: dagster dev runs from the project root
-    os.environ["INFRA_RAG_HOME"] = str(obj["store"].root.resolve())
-    os.environ["INFRA_RAG_SOURCES"] = str(Path(obj["settings"].sources_file).resolve())
-    os.environ.setdefault("INFRA_RAG_DAGSTER_URL", f"http://{host}:{port}")  # run links in metadata point here
-    console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, "
-                  f"INFRA_RAG_HOME={os.environ['INFRA_RAG_HOME']}")
+    dagster_home, data_home = ensure_dagster_home(obj["store"]), obj["store"].root.resolve()
+    env = settings.child_environment(
+        dagster_home=dagster_home, home=data_home, sources=Path(obj["settings"].sources_file).resolve(),
+        # run links in metadata point at this UI unless a URL is configured
+        dagster_url=None if settings.is_set("DAGSTER_URL") else f"http://{host}:{port}")
+    console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, INFRA_RAG_HOME={data_home}")
     command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
                "--host", host, "--port", str(port)]
     os.chdir(PROJECT_ROOT)
-    os.execv(sys.executable, command)
+    os.execve(sys.executable, command, env)
 
 
 COMMANDS = [release_cmd, rollback, lineage, ui]

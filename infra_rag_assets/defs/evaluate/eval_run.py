@@ -10,12 +10,12 @@ back instead of asked again, so an unchanged rebuild re-asks nothing; ``reused_r
 coverage table say which version measured each benchmark.
 """
 
-import os
 from datetime import UTC
 
 import dagster as dg
 import polars as pl
 
+from ... import settings
 from ...rag.evaluate import gates as gate_lib
 from ...rag.evaluate.benchmarks import load_benchmark
 from ...rag.evaluate.evaluation import REGIMES, BenchmarkRun, run_benchmark, scorecard
@@ -39,11 +39,8 @@ def headline(table: dict) -> dict[str, float]:
     return {"/".join(key): value for key, value in sorted(table.items())
             if key[0] == "serving" and key[1].endswith("overall") and key[2] in HEADLINE_METRICS}
 ASKED = "this run"
-GATES_FILE = PROJECT_ROOT / "eval" / "gates.yaml"
-
-
 def gates_file() -> str:
-    return os.environ.get("INFRA_RAG_GATES", str(GATES_FILE))
+    return str(settings.gates_file())
 
 
 class EvalRunConfig(dg.Config):

@@ -11,44 +11,43 @@ with run config.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 from pathlib import Path
 
 import dagster as dg
 
-from .defs.operate.automation import CALLER_SERVES_TAG
-from .defs.partitions import index_version
-from .defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
-from .rag.index.config import claim_version
+from .. import settings
+from ..defs.operate.serving import SERVING_JOBS, ServingDecision, serving_decision, serving_run_config
+from ..defs.partitions import index_version
+from ..defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
+from ..rag.index.config import claim_version
+from .graph import build_job_name
 from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
-
-
-def __getattr__(name: str):
-    """``INDEX_STAGES``: every index stage in dependency order, derived from the asset graph."""
-    if name == "INDEX_STAGES":
-        return stages_through("indexes")
-    raise AttributeError(name)
+from .stages import job_for, stage_order, stages_for
 
 
 def ensure_dagster_home(store: RagStore) -> Path:
-    """Default DAGSTER_HOME to <data home>/dagster with the project's dagster.yaml in it."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        home = str(store.root / "dagster")
-        os.environ["DAGSTER_HOME"] = home
-    Path(home).mkdir(parents=True, exist_ok=True)
-    template, target = PROJECT_ROOT / "dagster.yaml", Path(home) / "dagster.yaml"
+    """The Dagster instance's home (``DAGSTER_HOME``, else <data home>/dagster), set up with the
+    project's dagster.yaml. Nothing is written to this process's environment: callers open the
+    instance with ``open_instance`` and pass the home to the processes they start."""
+    home = Path(settings.dagster_home() or store.root / "dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    template, target = PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml"
     # Two commands started at once on a new DAGSTER_HOME would both copy the yaml and both
     # create the SQLite schema ("table ... already exists"); the first does it under a lock,
     # the second then finds both in place.
-    with open(Path(home) / ".infra_rag_init.lock", "a") as lock:
+    with open(home / ".infra_rag_init.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if template.is_file() and not target.exists():
             shutil.copyfile(template, target)
-        with dg.DagsterInstance.get():
+        with dg.DagsterInstance.from_config(str(home)):
             pass
-    return Path(home)
+    return home
+
+
+def open_instance(store: RagStore) -> dg.DagsterInstance:
+    """The CLI's Dagster instance: the one ``ensure_dagster_home`` set up (use it as a context manager)."""
+    return dg.DagsterInstance.from_config(str(ensure_dagster_home(store)))
 
 
 def register_version(instance: dg.DagsterInstance, store: RagStore, settings: BuildSettings,
@@ -59,25 +58,6 @@ def register_version(instance: dg.DagsterInstance, store: RagStore, settings: Bu
                             config, created_by)
     instance.add_dynamic_partitions(index_version.name, [version])
     return version
-
-
-def stages_through(through: str, start: str | None = None) -> list[str]:
-    """The stages to run, in dependency order, for ``--through`` and optionally ``--from``."""
-    from .stages import stages_for
-
-    return stages_for(through, start)
-
-
-def job_for(stages: list[str]) -> tuple[str, list[str] | None]:
-    """The narrowest build job covering ``stages`` and the asset subset to run (None: all of it)."""
-    from .defs.jobs import build_job_name, chain_targets
-    from .stages import _graph, stages_for
-
-    for target in chain_targets(_graph()):
-        selected = stages_for(target)
-        if set(stages) <= set(selected):
-            return build_job_name(target), (None if set(stages) == set(selected) else list(stages))
-    raise ValueError(f"no build job covers {stages}")
 
 
 def resource_run_config(store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None) -> dict:
@@ -103,7 +83,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     """
     job_name, subset = job_for(stages)
     release_dead_builds(instance)
-    tags = {**(tags or {}), "dagster/partition": version, CALLER_SERVES_TAG: "1"}
+    tags = {**(tags or {}), "dagster/partition": version}
     run_config = dict(run_config or {})
     run_config["resources"] = {**resource_run_config(store, settings, embedding), **run_config.get("resources", {})}
     if quiet:
@@ -118,27 +98,39 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     Either materializes ``serving_release``, which moves what serves only through
     ``rag.operate.releases.record`` / ``rag.operate.releases.rollback``.
     """
-    job_name = {"release": "release_version", "rollback": "rollback"}[action]
-    config = {"action": action, "reason": reason, **({"version": version} if action == "release" else {})}
-    run_config = {"ops": {"serving_release": {"config": config}},
+    run_config = {**serving_run_config(action, version, reason),
                   "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
                   "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    return run_job(instance, job_name, run_config, {**(tags or {}), CALLER_SERVES_TAG: "1"})
+    return run_job(instance, SERVING_JOBS[action], run_config, tags or {})
 
 
-def submit_build(version: str, through: str, store: RagStore, settings: BuildSettings,
-                 tags: dict[str, str]) -> str:
+def serve_if_approved(instance: dg.DagsterInstance, store: RagStore, build: RunOutcome,
+                      tags: dict[str, str] | None = None) -> RunOutcome | None:
+    """After a build run the caller waited for: serve what it approved (``serving_decision``).
+
+    None when there is nothing to serve (no approval in this run, or served already).
+    """
+    run = instance.get_run_by_id(build.run_id)
+    if not build.success or run is None:
+        return None
+    decision: ServingDecision = serving_decision(instance, run)
+    if decision.version is None:
+        return None
+    return change_serving(instance, store, "release", decision.version, reason=decision.reason,
+                          tags={**(tags or {}), **decision.tags()})
+
+
+def submit_build(instance: dg.DagsterInstance, version: str, through: str, store: RagStore,
+                 settings: BuildSettings, tags: dict[str, str]) -> str:
     """Launch a run of ``build_<through>`` for ``version`` through the workspace and return at once.
 
     With a QueuedRunCoordinator the run waits in the queue for the daemon; with the embedded
     DefaultRunCoordinator it starts now in a detached launcher, outliving this process.
     """
-    from .defs.jobs import build_job_name
-
     config = {"resources": resource_run_config(store, settings, None)}
-    run_id, process = launch(build_job_name(through), config, {**tags, "dagster/partition": version}, detach=True)
-    with dg.DagsterInstance.get() as instance:
-        wait_until_created(instance, run_id, process)
+    run_id, process = launch(instance, build_job_name(through), config, {**tags, "dagster/partition": version},
+                             detach=True)
+    wait_until_created(instance, run_id, process)
     return run_id
 
 
@@ -151,9 +143,7 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     The copy is recorded as a runless materialization of each copied asset in the new
     partition (metadata names the version it came from), so lineage in the UI stays whole.
     """
-    from .stages import stage_order
-
-    copied = [s for s in stage_order() if s not in stages_through("release", start)]
+    copied = [s for s in stage_order() if s not in stages_for("release", start)]
     if not copied:
         return ""
     if start not in COPYABLE_FROM:

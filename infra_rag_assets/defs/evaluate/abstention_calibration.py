@@ -22,7 +22,7 @@ from ...rag.index.config import stable_hash
 from ...rag.index.serving_snapshot import snapshot_dir
 from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
 from ...rag.search.retrieval_config import DEFAULT_FLOOR
-from ..evaluate.evaluation import upstream_lineage
+from ..evaluate.eval_run import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
 from ..resources import PROJECT_ROOT, RagStore

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .rag.operate import releases
-from .rag.operate.home import DataHome
+from . import releases
+from .home import DataHome
 
 # One freshness window for `infra-rag health` and the serving asset's FreshnessPolicy fail_window.
 DEFAULT_MAX_AGE_DAYS = releases.MAX_AGE_DAYS
@@ -46,7 +46,7 @@ def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 
 def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
     """Index, release and model, each ok or not with a one-line reason (what /health says)."""
-    from .rag.search.engine import QueryEngine, VersionNotFound, resolve_version
+    from ..search.engine import QueryEngine, VersionNotFound, resolve_version
 
     checks: dict[str, dict[str, Any]] = {"release": release_check(home)}
     try:
@@ -71,7 +71,7 @@ def release_check(home: DataHome) -> dict[str, Any]:
 
 def index_check(home: DataHome, version: str) -> dict[str, Any]:
     """The version's lexical index is there; without a page index it serves degraded."""
-    from .rag.index.page_index import has_page_index
+    from ..index.page_index import has_page_index
 
     pages = has_page_index(home.tantivy_root() / version)
     return {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages,
@@ -89,7 +89,7 @@ def _failed(exc: Exception) -> dict[str, Any]:
 
 def _model_files(model_id: str) -> dict[str, Any]:
     """Where the weights were resolved on disk and their full hash (what a version pins)."""
-    from .rag.index.embedding import resolve_model_path, weights_hash
+    from ..index.embedding import resolve_model_path, weights_hash
 
     path = resolve_model_path(model_id)
     return {"path": str(path), "weights_hash": weights_hash(path)}
@@ -97,7 +97,7 @@ def _model_files(model_id: str) -> dict[str, Any]:
 
 def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
     """Age of the current release's release event and of the newest built index version."""
-    from .rag.index.serving_snapshot import list_manifests
+    from ..index.serving_snapshot import list_manifests
 
     events = releases.read_pointer(home.release_pointer()).get("history", [])
     problems, release_age, index_age = [], None, None
@@ -130,7 +130,7 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
     """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
-    from .rag.operate.traces import read_traces
+    from .traces import read_traces
 
     recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
     total, errors = recent.height, int((recent["outcome"] == "error").sum())

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from .defs.resources import HOST_TAG, PID_TAG, PROJECT_ROOT
-from .rag.operate.processes import pid_alive
+from .. import settings
+from ..defs.resources import HOST_TAG, PID_TAG, PROJECT_ROOT
+from ..rag.operate.processes import pid_alive
 
 ENDED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 _STEP_FAILURE = dg.DagsterEventType.STEP_FAILURE.value
@@ -95,9 +96,9 @@ def run_job(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags:
     """Run ``job_name`` to its end: launched through the workspace when the instance starts runs
     at once and the whole job runs, else in-process. Blocks until the run has ended."""
     if not in_process and asset_subset is None and launches_at_once(instance):
-        run_id, process = launch(job_name, run_config, tags, detach=False)
+        run_id, process = launch(instance, job_name, run_config, tags, detach=False)
         return wait_for(instance, run_id, process)
-    job = dg.build_reconstructable_job("infra_rag_assets.stages", "job_named", reconstructable_args=(job_name,))
+    job = dg.build_reconstructable_job("infra_rag_assets.control.stages", "job_named", reconstructable_args=(job_name,))
     selection = [dg.AssetKey(a) for a in asset_subset] if asset_subset else None
     result = dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
                             tags={**tags, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
@@ -105,20 +106,22 @@ def run_job(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags:
     return RunOutcome.of(result)
 
 
-def launch(job_name: str, run_config: dict, tags: dict[str, str], detach: bool) -> tuple[str, subprocess.Popen]:
+def launch(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: dict[str, str],
+           detach: bool) -> tuple[str, subprocess.Popen]:
     """Start ``dagster job launch`` for a new run id; its output goes to <DAGSTER_HOME>/launches/.
 
     ``detach`` puts it in its own session, so the run outlives this process and its Ctrl-C.
     """
     run_id = str(uuid.uuid4())
-    log_dir = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT) / "launches"
+    log_dir = launch_logs(instance)
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
                "-l", "infra_rag_assets", "-j", job_name, "--run-id", run_id,
                "--tags", json.dumps(tags), "--config-json", json.dumps(run_config)]
     with open(log_dir / f"{run_id}.log", "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=PROJECT_ROOT, start_new_session=detach)
+                                   cwd=PROJECT_ROOT, start_new_session=detach,
+                                   env=settings.child_environment(dagster_home=instance.root_directory))
     return run_id, process
 
 
@@ -131,7 +134,7 @@ def wait_until_created(instance: dg.DagsterInstance, run_id: str, process: subpr
         if run is not None:
             return run
         if process.poll() not in (None, 0):
-            raise ValueError(f"dagster job launch failed: {_last_line(run_id)}")
+            raise ValueError(f"dagster job launch failed: {last_launch_line(instance, run_id)}")
         time.sleep(0.3)
     raise ValueError(f"dagster job launch did not create run {run_id} within {timeout:.0f}s")
 
@@ -164,8 +167,13 @@ def wait_for(instance: dg.DagsterInstance, run_id: str, process: subprocess.Pope
     return RunOutcome.read(instance, run_id)
 
 
-def _last_line(run_id: str) -> str:
-    log = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT) / "launches" / f"{run_id}.log"
+def launch_logs(instance: dg.DagsterInstance) -> Path:
+    """Where ``dagster job launch``'s output goes: <DAGSTER_HOME>/launches/."""
+    return Path(instance.root_directory) / "launches"
+
+
+def last_launch_line(instance: dg.DagsterInstance, run_id: str) -> str:
+    log = launch_logs(instance) / f"{run_id}.log"
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.exists() else []
     return lines[-1] if lines else "no output"
 

@@ -11,8 +11,8 @@ import json
 
 import click
 
-from .cli_common import UserError, console, friendly_errors, print_rows
-from .health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
+from ..rag.operate.health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
+from .common import UserError, console, friendly_errors, print_rows
 
 
 @click.command()
@@ -25,7 +25,7 @@ from .health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
 @friendly_errors
 def health(obj, max_age_days, max_trace_errors, as_json) -> None:
     """Index, release, freshness, model files and recent trace errors; exit 1 on any failure."""
-    from .health import full_health
+    from ..rag.operate.health import full_health
 
     with console.status("checking index, release and model…"):
         report = full_health(obj["store"].data_home(), max_age_days, max_trace_errors)
@@ -53,8 +53,8 @@ def _health_detail(name: str, check: dict) -> str:
 
 @click.command()
 @click.option("--version", default=None, help="index version to test (default: the current release)")
-@click.option("--file", "canary_file", default=None, envvar="INFRA_RAG_CANARY",
-              help="canary questions (default eval/canary.yaml)")
+@click.option("--file", "canary_file", default=None,
+              help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)")
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.pass_obj
 @friendly_errors
@@ -65,8 +65,8 @@ def canary(obj, version, canary_file, as_json) -> None:
     must abstain, or is skipped when the serving config has no abstention floor. Every
     question is recorded as a trace with origin "canary".
     """
-    from .rag.evaluate.canary import canary_suite, summary
-    from .rag.index.embedding import ModelMismatch, ModelUnavailable
+    from ..rag.evaluate.canary import canary_suite, summary
+    from ..rag.index.embedding import ModelMismatch, ModelUnavailable
 
     try:
         with console.status("loading index and models…"):

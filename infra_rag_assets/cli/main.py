@@ -12,18 +12,31 @@ import warnings
 
 import click
 
-from . import cli_health, cli_ops, cli_query
-from .cli_common import UserError, console, friendly_errors, out, print_rows
+from . import health, ops, query
+from .common import StageChoice, UserError, console, friendly_errors, out, print_rows
+
+
+def targets() -> list[str]:
+    from ..control.stages import targets
+
+    return targets()
+
+
+def stage_order() -> list[str]:
+    from ..control.stages import stage_order
+
+    return stage_order()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--home", envvar="INFRA_RAG_HOME", default=None, help="data home (default ./.infra_rag)")
-@click.option("--sources", "sources_file", envvar="INFRA_RAG_SOURCES", default=None, help="sources.yaml to read")
+@click.option("--home", default=None, help="data home (default: $INFRA_RAG_HOME, else ./.infra_rag)")
+@click.option("--sources", "sources_file", default=None, help="sources.yaml to read (default: $INFRA_RAG_SOURCES, "
+              "else the project's)")
 @click.pass_context
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
-    from .defs.resources import BuildSettings, RagStore
+    from ..defs.resources import BuildSettings, RagStore
 
     store = RagStore(home=home) if home else RagStore()
     settings = BuildSettings(sources_file=sources_file) if sources_file else BuildSettings()
@@ -31,10 +44,10 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 
 
 @main.command()
-@click.option("--through", default="release", show_default=True,
-              help="last stage: source_pages, documents, chunks, domain_model, lexical_index, vectors, indexes, "
-              "eval_run, release")
-@click.option("--from", "start", default=None, help="first stage to run (earlier stages reused)")
+@click.option("--through", default="release", show_default=True, type=StageChoice(targets),
+              help="last stage to build (each stage of the asset graph, in build order; indexes = both indexes)")
+@click.option("--from", "start", default=None, type=StageChoice(stage_order),
+              help="first stage to run (earlier stages reused)")
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
 @click.option("--submit", is_flag=True, help="launch the run and return at once (queued for the daemon when the "
               "instance queues runs) instead of waiting for it")
@@ -51,17 +64,23 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
     --from, or an instance that queues runs)."""
     import dagster as dg
 
-    from .builds import ensure_dagster_home, materialize_version, register_version, reuse_upstream, stages_through
-    from .defs.reporting import ui_url
+    from ..control.builds import (
+        materialize_version,
+        open_instance,
+        register_version,
+        reuse_upstream,
+        serve_if_approved,
+    )
+    from ..control.stages import stages_for
+    from ..defs.reporting import ui_url
 
-    store, settings = obj["store"], _without_adaptation(obj["settings"]) if quick else obj["settings"]
-    stages = stages_through(through, start)
+    store, settings = obj["store"], without_adaptation(obj["settings"]) if quick else obj["settings"]
+    stages = stages_for(through, start)
     if submit and (start or in_process):
         raise UserError("--submit launches a whole build job; --from and --in-process run in this process")
     settings.sources()  # fail fast on a bad sources file before touching the instance
-    ensure_dagster_home(store)
     version_given = bool(version)
-    with dg.DagsterInstance.get() as instance:
+    with open_instance(store) as instance:
         if version:
             if not instance.has_dynamic_partition("index_version", version):
                 raise UserError(f"unknown index version {version!r} (see `infra-rag versions`)")
@@ -76,9 +95,9 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
         build_id = uuid.uuid4().hex[:12]
         tags = {"infra_rag/build_id": build_id, "infra_rag/origin": "cli"}
         if submit:
-            from .builds import submit_build
+            from ..control.builds import submit_build
 
-            run_id = submit_build(version, through, store, settings, tags)
+            run_id = submit_build(instance, version, through, store, settings, tags)
             queued = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.QUEUED
             console.print(f"{'queued' if queued else 'launched'} run {run_id} "
                           f"(job {instance.get_run_by_id(run_id).job_name}): {ui_url()}/runs/{run_id}"
@@ -92,11 +111,9 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
         finally:
             watcher.stop()
         failures = result.failure()
-        if not failures and result.asset_materializations_for_node("release"):
-            from .builds import change_serving
-
-            served = change_serving(instance, store, "release", version, tags={"infra_rag/origin": "cli"})
-            failures = served.failure() and f"serving_release: {served.failure()}"
+        served = None if failures else serve_if_approved(instance, store, result, tags={"infra_rag/origin": "cli"})
+        if served is not None and not served.success:
+            failures = f"serving_release: {served.failure()}"
         console.print(f"run {result.run_id[:8]}: {ui_url()}/runs/{result.run_id}", highlight=False, soft_wrap=True)
     for line in result.check_warnings():
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
@@ -105,7 +122,7 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
     out.print(version)
 
 
-def _without_adaptation(settings):
+def without_adaptation(settings):
     """The same build settings with ``adapt`` off (the quick base-model build)."""
     fields = {name: getattr(settings, name) for name in type(settings).model_fields}
     return type(settings)(**{**fields, "adapt": False})
@@ -177,6 +194,6 @@ def versions(obj: dict) -> None:
     print_rows(columns, rows)
 
 
-for _module in (cli_query, cli_ops, cli_health):
+for _module in (query, ops, health):
     for _command in _module.COMMANDS:
         main.add_command(_command)

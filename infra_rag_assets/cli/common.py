@@ -5,12 +5,13 @@ cli.py so subcommand modules never import the group that registers them (no impo
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from .rag.ingest.sources import SourceConfigError
+from ..rag.ingest.sources import SourceConfigError
 
 console = Console(stderr=True)
 out = Console()
@@ -36,6 +37,23 @@ def friendly_errors(fn):
             raise UserError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
     return wrapper
+
+
+class StageChoice(click.Choice):
+    """A choice of stages read from the asset graph when first needed (help, completion, parsing),
+    so the CLI's stage lists can never drift from the graph, and ``infra-rag --help`` stays fast."""
+
+    def __init__(self, stages: Callable[[], list[str]]):
+        super().__init__([], case_sensitive=True)
+        self._stages = stages
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        return self._stages()
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass
 
 
 def print_rows(columns: list[str], rows: list[list[str]]) -> None:

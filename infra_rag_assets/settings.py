@@ -1,0 +1,137 @@
+"""Every ``INFRA_RAG_*`` environment variable is read here and nowhere else.
+
+Each function reads the environment when called (so a test's ``monkeypatch.setenv`` or a run
+worker's environment applies), returns a typed value, and names its default. Processes the CLI
+starts (uvicorn workers, ``dagster dev``, ``dagster job launch``) get their settings through
+``child_environment``, an environment passed to the child, never by writing ``os.environ``.
+Framework-free: the library, the Dagster definitions, the CLI and the service all import it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PREFIX = "INFRA_RAG_"
+
+# name -> what it sets (docs/operations.md lists the same, generated from this table)
+VARIABLES = {
+    "HOME": "data home: warehouse, blobs, indexes, caches (default ./.infra_rag)",
+    "LANCEDB_URI": "LanceDB URI, e.g. s3://bucket/path (default <home>/lancedb)",
+    "SOURCES": "sources.yaml to build from (default the project's sources.yaml)",
+    "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus)",
+    "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench)",
+    "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
+    "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
+    "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
+    "GATES": "gates.yaml the eval run judges (default eval/gates.yaml)",
+    "CANARY": "canary.yaml of the hourly canary (default eval/canary.yaml)",
+    "CLAUDE_MODEL": "Claude model id of the generative answerer (default in rag/answer/generate.py)",
+    "MEMORY_SCAN_MAX_ROWS": "rows a vector searcher may scan in process (0 = LanceDB always)",
+    "MAX_INFLIGHT": "service: queries per worker at once before 503 (set by `infra-rag serve`)",
+    "RELEASE_POLL_S": "service: seconds between checks of the release pointer (set by `infra-rag serve`)",
+}
+
+_TEMPLATE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def _read(name: str) -> str:
+    if name not in VARIABLES:
+        raise KeyError(f"{PREFIX}{name} is not a known setting")
+    return os.environ.get(PREFIX + name, "").strip()
+
+
+def is_set(name: str) -> bool:
+    """Whether ``INFRA_RAG_<name>`` is set to a non-blank value."""
+    return bool(_read(name))
+
+
+def home() -> str:
+    return _read("HOME") or str(Path.cwd() / ".infra_rag")
+
+
+def lancedb_uri() -> str:
+    return _read("LANCEDB_URI")
+
+
+def sources_file() -> str:
+    return _read("SOURCES") or str(PROJECT_ROOT / "sources.yaml")
+
+
+def bench_dir() -> Path:
+    return Path(_read("BENCH") or PROJECT_ROOT.parent / "shared" / "bench")
+
+
+def adapt() -> bool:
+    return _read("ADAPT").lower() not in ("0", "false", "no", "off")
+
+
+def model() -> str:
+    """The configured embedding model, '' for the packaged default."""
+    return _read("MODEL")
+
+
+def dagster_url() -> str:
+    return (_read("DAGSTER_URL") or "http://127.0.0.1:3000").rstrip("/")
+
+
+def gates_file() -> Path:
+    return Path(_read("GATES") or PROJECT_ROOT / "eval" / "gates.yaml")
+
+
+def canary_file() -> Path:
+    return Path(_read("CANARY") or PROJECT_ROOT / "eval" / "canary.yaml")
+
+
+def claude_model() -> str:
+    """The configured Claude model id, '' for the answerer's default."""
+    return _read("CLAUDE_MODEL")
+
+
+def memory_scan_max_rows(default: int) -> int:
+    raw = _read("MEMORY_SCAN_MAX_ROWS")
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise ValueError(f"{PREFIX}MEMORY_SCAN_MAX_ROWS must be a whole number of rows (0 turns the in-process "
+                         f"scan off), got {raw!r}")
+    return int(raw)
+
+
+def max_inflight(default: int) -> int:
+    return int(_read("MAX_INFLIGHT") or default)
+
+
+def release_poll_s(default: float) -> float:
+    return float(_read("RELEASE_POLL_S") or default)
+
+
+def dagster_home() -> str:
+    """Dagster's own DAGSTER_HOME, '' when unset (the CLI then uses <data home>/dagster)."""
+    return os.environ.get("DAGSTER_HOME", "").strip()
+
+
+def expand(value: str) -> str:
+    """``${VAR:-default}`` from the environment: the templating of sources.yaml and benchmark specs."""
+    return _TEMPLATE.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
+
+
+def child_environment(**settings: str | Path | None) -> dict[str, str]:
+    """This process's environment plus ``INFRA_RAG_<NAME>`` settings, for a process the CLI starts.
+
+    ``dagster_home`` sets DAGSTER_HOME (Dagster's own variable); a value of None leaves a name as it is.
+    """
+    env = dict(os.environ)
+    for name, value in settings.items():
+        if value is None:
+            continue
+        if name == "dagster_home":
+            env["DAGSTER_HOME"] = str(value)
+            continue
+        key = name.upper()
+        if key not in VARIABLES:
+            raise KeyError(f"{PREFIX}{key} is not a known setting")
+        env[PREFIX + key] = str(value)
+    return env
