@@ -3,14 +3,14 @@ settings in seconds with the library's own fusion functions.
 
 Why: one setting through eval_run costs minutes (every regime re-embeds every question); here
 the dense, lexical and page-index candidate lists are cached once (deeper than any setting
-uses) and each setting is replayed with ``weighted_fuse`` + ``add_page_terms`` +
-``cap_per_page`` — the code serving runs — so a winner found here is then confirmed by a real
-eval_run (README "Tuning log"). Eval split and our own set only; the held-out test split is
+uses) and each setting is replayed with ``hybrid_page_scores`` + ``cap_per_page`` — the
+functions serving runs — so a winner found here is then confirmed by a real eval_run
+(README "Tuning log"). Eval split and our own set only; the held-out test split is
 never read.
 
     pip install -e '.[bench]'   # its default question sets come from bench_peers.py (imports bm25s);
-                                # eval/train_ranker.py passes its own sets and needs neither
-    INFRA_RAG_HOME=/tmp/rh python eval/sweep_fusion.py --version V [--cache F] [--grid small|full]
+                                # eval.train_ranker passes its own sets and needs neither
+    INFRA_RAG_HOME=/tmp/rh python -m eval.sweep_fusion --version V [--cache F] [--grid small|full]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
-from infra_rag_assets.rag.search.fusion import add_page_terms, cap_per_page, weighted_fuse
+from infra_rag_assets.rag.search.fusion import FusionSettings, cap_per_page, hybrid_page_scores
 from infra_rag_assets.rag.search.ranker_training import CACHE_DEPTH, candidate_lists
 
 DEPTH = CACHE_DEPTH  # cached per side; settings use <= this
@@ -41,7 +41,7 @@ def collect(home: DataHome, version: str, sets: dict[str, list] | None = None) -
     candidate lists, from the same searchers and boosts serving's ``hybrid-page`` uses."""
     engine = QueryEngine(home, version)
     if sets is None:
-        from bench_peers import load_questions  # eval/ is on sys.path when run as a script; needs bm25s
+        from eval.bench_peers import load_questions  # needs bm25s
 
         sets, _skipped = load_questions(home, version, None)
     out = {"version": version, "doc_of": {c: row["doc_id"] for c, row in engine.catalog.items()}, "sets": {}}
@@ -55,14 +55,13 @@ def collect(home: DataHome, version: str, sets: dict[str, list] | None = None) -
 
 def score(data: dict, setting: dict) -> dict[str, dict]:
     page_of = data["doc_of"].get
-    results = {}
+    depth = setting["depth"]
+    results: dict[str, dict] = {}
+    fusion = FusionSettings(setting["alpha"], setting["page_weight"], setting["page_dense_weight"])
     for name, questions in data["sets"].items():
         rr, hit5 = [], []
         for q in questions:
-            depth = setting["depth"]
-            fused = weighted_fuse(q["dense"][:depth], q["lexical"][:depth], setting["alpha"])
-            fused = add_page_terms(fused, page_of, page_lexical=q["pages"], page_weight=setting["page_weight"],
-                                   dense=q["dense"][:depth], page_dense_weight=setting["page_dense_weight"])
+            fused = hybrid_page_scores(q["dense"][:depth], q["lexical"][:depth], q["pages"], page_of, fusion)
             ranked = cap_per_page([c for c, _ in fused], page_of, setting["max_per_page"])[:10]
             rank = rank_of_first_relevant([page_of(c) for c in ranked], set(q["relevant"]))
             rr.append(reciprocal_rank(rank, 10))

@@ -1,12 +1,12 @@
 """Train the learned ranker (``rag/search/ranker.py``) on the k8s TRAIN split of one index
 version's candidates, and report it beside ``hybrid-page`` on the eval split and our own set.
 
-Candidates are cached once per version (``sweep_fusion.collect``: dense, lexical and page-index
+Candidates are cached once per version (``eval.sweep_fusion.collect``: dense, lexical and page-index
 lists at depth 100 from the serving searchers), then features, fit and every ablation replay
 in seconds. Train questions fit the ranker; the eval split and own set only report. The
 held-out test split of the benchmark is never read.
 
-    INFRA_RAG_HOME=/work/home python eval/train_ranker.py --version V --cache /tmp/cands.pkl \
+    INFRA_RAG_HOME=/work/home python -m eval.train_ranker --version V --cache /tmp/cands.pkl \
         [--out ranker.json] [--ablation]
 """
 
@@ -18,20 +18,20 @@ import time
 from pathlib import Path
 
 import duckdb
-from sweep_fusion import collect  # eval/ is on sys.path when run as a script
 
+from eval.sweep_fusion import collect
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.index.serving_snapshot import read_catalog
 from infra_rag_assets.rag.operate.home import DataHome
-from infra_rag_assets.rag.search.fusion import cap_per_page
+from infra_rag_assets.rag.search.fusion import cap_per_page, hybrid_page_scores
 from infra_rag_assets.rag.search.page_vectors import PageVectors
 from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
-from infra_rag_assets.rag.search.ranker_features import GROUPS, FusionSettings, hybrid_page_scores
+from infra_rag_assets.rag.search.ranker_features import GROUPS
 from infra_rag_assets.rag.search.ranker_training import DEPTH, PAGE_DEPTH, labelled_candidates
+from infra_rag_assets.rag.search.retrieval_config import HYBRID_PAGE
 
 ROOT = Path(__file__).resolve().parents[1]
-_FUSION = FusionSettings()
 TRAIN_SPEC = ROOT / "eval" / "benchmarks" / "k8s_bench_train.yaml"
 
 
@@ -124,9 +124,9 @@ def questions(data: dict, name: str, catalog: dict, page_vectors: PageVectors | 
         dense, lexical, pages = q["dense"][:DEPTH], q["lexical"][:DEPTH], q["pages"][:PAGE_DEPTH]
         cands, labels = labelled_candidates(q, catalog, page_vectors if "vector" in q else None)
         relevant = set(q["relevant"])
-        baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, _FUSION)]
+        baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, HYBRID_PAGE.fusion_settings)]
         out.append({"cands": cands, "labels": labels, "relevant": relevant, "id": q["id"],
-                    "baseline": cap_per_page(baseline, page_of, 2), "page_of": page_of})
+                    "baseline": cap_per_page(baseline, page_of, HYBRID_PAGE.max_per_page), "page_of": page_of})
     return out
 
 

@@ -22,9 +22,9 @@ from .answerability import DEFAULT_RULE
 from .calibration import Calibration
 from .packing import PackedContext, pack_passages
 from .page_vectors import version_page_vectors
-from .ranker import Ranker, version_ranker
+from .ranker import Ranker, fallback_reason, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
-from .retrieval_config import VERSION_RANKER
+from .retrieval_config import VERSION_RANKER, without_ranker
 
 DEFAULT_CONFIG = "hybrid-learned"  # each version's own page ranker; hybrid-page order without one
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
@@ -111,11 +111,11 @@ class QueryEngine:
         self.manifest = read_manifest(home.serving_root(), version)
         # None for versions built before calibration: their configs keep the fixed DEFAULT_FLOOR.
         self.calibration: Calibration | None = read_calibration(snapshot_dir(home.serving_root(), version))
-        # None for versions built before page_ranker: "version"-ranker configs serve hybrid-page's order.
-        self.ranker: Ranker | None = version_ranker(snapshot_dir(home.serving_root(), version))
+        # None when the version's ranker cannot rank (built before page_ranker, or fitted with page
+        # vectors the snapshot no longer has): "version"-ranker configs then serve without_ranker's order.
+        ranker = version_ranker(snapshot_dir(home.serving_root(), version))
         self.page_vectors = version_page_vectors(snapshot_dir(home.serving_root(), version))
-        if self.ranker is not None and self.ranker.needs_page_vectors and self.page_vectors is None:
-            self.ranker = None  # fitted with page vectors the snapshot no longer has: hybrid-page's order
+        self.ranker: Ranker | None = None if fallback_reason(ranker, self.page_vectors) else ranker
         self.build_config = BuildConfig.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.model_id = served_model(home, version, self.build_config.model_id)
@@ -162,14 +162,14 @@ class QueryEngine:
         """The config as this version runs it: a ``calibrated_floor`` config gets the version's
         calibrated floor (its own ``floor`` when the version has no calibration), so the floor
         a result was judged at is in its config hash; a ``ranker="version"`` config gets the
-        version's own ranker (named by its weights hash), or hybrid-page's order without one."""
+        version's own ranker (named by its weights hash), or ``without_ranker``'s config without one."""
         config = named_config(config) if isinstance(config, str) else config
         if config.calibrated_floor and config.floor is not None and self.calibration is not None:
             config = dataclasses.replace(config, floor=self.calibration.floor)
         if config.fusion == "learned" and config.ranker == VERSION_RANKER:
             # The weights' hash goes into the config (and so into every trace and eval row).
             config = (dataclasses.replace(config, ranker=f"{VERSION_RANKER}:{self.ranker.hash}") if self.ranker
-                      else dataclasses.replace(config, fusion="weighted", ranker="", max_per_page=2))
+                      else without_ranker(config))
         return config
 
     def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:

@@ -15,11 +15,17 @@ fused score
 
 lifted MRR@10 0.818 -> 0.836, and capping each page at 2 chunks of the returned list (so ten
 hits name at least five pages instead of ~4.6) lifted hit@5 0.907 -> 0.914.
+
+``hybrid_page_scores`` is that pipeline (weighted fusion + both page terms) written once:
+retrieval serves it, the learned ranker's features start from it and ``eval/sweep_fusion.py``
+replays it, so the three cannot drift apart. Its numbers live in
+``NAMED_CONFIGS["hybrid-page"]`` (``retrieval_config.py``), not here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 Ranking = list[tuple[str, float]]
@@ -105,3 +111,26 @@ def cap_per_page(items: Sequence[T], page_of: Callable[[T], str], max_per_page: 
         seen[page] = seen.get(page, 0) + 1
         (head if seen[page] <= max_per_page else overflow).append(item)
     return head + overflow
+
+
+# --- hybrid-page --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """The weights of ``hybrid_page_scores``; serving's are ``RetrievalConfig.fusion_settings``
+    of ``hybrid-page`` (no defaults here, so the numbers have one home)."""
+
+    alpha: float
+    page_weight: float
+    page_dense_weight: float
+
+
+def hybrid_page_scores(dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]],
+                       page_lexical: Sequence[tuple[str, float]], page_of: Callable[[str], str | None],
+                       fusion: FusionSettings) -> Ranking:
+    """Every candidate chunk's ``hybrid-page`` score (before the per-page cap), best first:
+    ``weighted_fuse`` of the two chunk sides, then ``add_page_terms``."""
+    fused = weighted_fuse(dense, lexical, fusion.alpha)
+    return add_page_terms(fused, page_of, page_lexical=page_lexical, page_weight=fusion.page_weight,
+                          dense=dense, page_dense_weight=fusion.page_dense_weight)

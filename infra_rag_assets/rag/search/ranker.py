@@ -227,6 +227,18 @@ def version_ranker(snapshot_dir: Path) -> Ranker | None:
     return Ranker.load(path) if path.is_file() else None
 
 
+def fallback_reason(ranker: Ranker | None, page_vectors: object | None) -> str:
+    """Why a learned config must serve hybrid-page's order instead of this ranker's ("" when
+    the ranker can rank): there is none, or it was fitted with centroid features and the
+    version has no page vectors. The one test the engine and the retriever both make; what
+    the fallback serves is ``retrieval_config.without_ranker``."""
+    if ranker is None:
+        return "no ranker for this version"
+    if ranker.needs_page_vectors and page_vectors is None:
+        return "the ranker needs page vectors this version lacks"
+    return ""
+
+
 def load_ranker(path: str | Path) -> Ranker:
     """A ranker JSON by path; a relative path names a file shipped in ``rankers/``."""
     path = Path(path)

@@ -40,7 +40,10 @@ from functools import lru_cache
 import numpy as np
 
 from ..index.analysis import prose_terms
-from .fusion import Ranking, add_page_terms, best_per_page, minmax, weighted_fuse
+
+# FusionSettings and hybrid_page_scores are importable from here as before; they live in fusion.py.
+from .fusion import FusionSettings, Ranking, best_per_page, hybrid_page_scores, minmax
+from .retrieval_config import HYBRID_PAGE
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "base": ("hp_score", "hp_rrank"),
@@ -65,15 +68,6 @@ _ALNUM = re.compile(r"[^a-z0-9]+")
 # an identifier in the question: `code`, camelCase / PascalCase inside a word, a.dotted.path or a --flag
 _IDENT = re.compile(r"`[^`]+`|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\.\w+\.\w+|(?<!\w)--\w")
 _HOWTO = re.compile(r"^\s*(?:how\s+(?:do|can|should|would)\s+(?:i|you|we)\b|how\s+to\b)", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class FusionSettings:
-    """The ``hybrid-page`` arithmetic the base group replays (same defaults as serving)."""
-
-    alpha: float = 0.3
-    page_weight: float = 0.5
-    page_dense_weight: float = 0.1
 
 
 @dataclass
@@ -189,24 +183,17 @@ def _intent(question: str, title: str, headings: Sequence[str], kind: str) -> tu
             ident * (kind == "api"), ident * title_in_q, float(asks_how_to(question) and kind == "task"))
 
 
-def hybrid_page_scores(dense: Ranking, lexical: Ranking, page_lexical: Ranking,
-                       page_of: Callable[[str], str | None], fusion: FusionSettings) -> Ranking:
-    """Every candidate chunk's ``hybrid-page`` score (before the per-page cap), best first."""
-    fused = weighted_fuse(dense, lexical, fusion.alpha)
-    return add_page_terms(fused, page_of, page_lexical=page_lexical, page_weight=fusion.page_weight,
-                          dense=dense, page_dense_weight=fusion.page_dense_weight)
-
-
 def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexical: Ranking,
                     catalog: Mapping[str, Mapping], fusion: FusionSettings | None = None,
                     page_cosines: Mapping[str, float] | None = None) -> PageCandidates:
     """Candidate pages of one question with their feature rows (see the module docstring).
+    ``fusion``: the base group's weights, serving's hybrid-page ones unless given.
     ``page_cosines``: page id -> cosine of the question to the page's centroid, when known."""
     def page_of(cid: str) -> str | None:
         row = catalog.get(cid)
         return row.get("doc_id") if row else None
 
-    fused = hybrid_page_scores(dense, lexical, page_lexical, page_of, fusion or FusionSettings())
+    fused = hybrid_page_scores(dense, lexical, page_lexical, page_of, fusion or HYBRID_PAGE.fusion_settings)
     chunks: dict[str, list[str]] = {}
     for cid, _ in fused:
         page = page_of(cid)

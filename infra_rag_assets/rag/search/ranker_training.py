@@ -18,8 +18,10 @@ import numpy as np
 from .page_vectors import PageVectors
 from .ranker import FitSettings, Ranker, fit
 from .ranker_features import FEATURE_NAMES, GROUPS, PageCandidates, page_candidates
+from .retrieval_config import HYBRID_PAGE
 
-DEPTH, PAGE_DEPTH = 50, 100  # chunk candidates per side and pages asked: hybrid-page's own
+# Chunk candidates per side and pages asked: hybrid-page's own, so the ranker trains on what serves.
+DEPTH, PAGE_DEPTH = HYBRID_PAGE.depth, HYBRID_PAGE.page_depth
 CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper settings
 
 
@@ -27,7 +29,7 @@ def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
                     progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """Per question: id, text, relevant pages, the question's vector and the dense, lexical and
     page-index candidates from the searchers and boosts ``hybrid-page`` serves with."""
-    serving = engine.retriever("hybrid-page")
+    serving = engine.retriever(HYBRID_PAGE.name)
     if serving.page_searcher is None:
         raise ValueError(f"version {engine.version} has no page index: rebuild its lexical_index")
     boosts = dict(serving.config.boosts)

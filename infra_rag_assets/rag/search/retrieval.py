@@ -29,12 +29,12 @@ from typing import Any
 from ..index.lexical_store import LexicalSearcher
 from ..index.page_index import open_page_searcher
 from .answerability import DEFAULT_RULE, AnswerabilityRule, unanswerable_reason
-from .fusion import Ranking, add_page_terms, cap_per_page, minmax, rrf_fuse, weighted_fuse
+from .fusion import Ranking, add_page_terms, cap_per_page, hybrid_page_scores, minmax, rrf_fuse, weighted_fuse
 from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
 from .page_vectors import PageVectors
-from .ranker import Ranker, load_ranker, rank_chunks
-from .ranker_features import FusionSettings, page_candidates
+from .ranker import Ranker, fallback_reason, load_ranker, rank_chunks
+from .ranker_features import page_candidates
 from .retrieval_config import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
     NAMED_CONFIGS,
@@ -122,9 +122,7 @@ class Retriever:
             result.abstained, result.abstain_reason = True, reason
         else:
             t0 = time.perf_counter()
-            fused = (self._learned(question, dense, lexical, result, vector)
-                     if cfg.fusion == "learned" and cfg.mode == "hybrid"
-                     else self._with_page_terms(question, self._fuse(dense, lexical), dense, result))
+            fused = self._fused(question, dense, lexical, result, vector)
             timings["fuse"] = _ms(t0) - timings["page"]
             result.hits = self._hits(fused, dense, lexical, result)
             hits = self._rerank(question, result.hits, result)
@@ -164,15 +162,29 @@ class Retriever:
                                    dense_pages=(self._page_of(c) for c, _ in dense[:1]),
                                    lexical_pages=(self._page_of(c) for c, _ in lexical[:1]))
 
-    def _fuse(self, dense: Ranking, lexical: Ranking) -> Ranking:
+    def _fused(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult,
+               vector: Any) -> Ranking:
+        """The config's chunk order before the per-page cap: one side, RRF, hybrid-page's
+        weighted fusion with page terms, or the learned ranker over hybrid-page's candidates."""
         cfg = self.config
         if cfg.mode != "hybrid":
-            return list(dense if cfg.mode == "dense" else lexical)
+            return self._with_page_terms(question, list(dense if cfg.mode == "dense" else lexical), dense, result)
         if cfg.fusion == "rrf":
-            return rrf_fuse([dense, lexical], cfg.rrf_k)
-        return weighted_fuse(dense, lexical, cfg.alpha)
+            return self._with_page_terms(question, rrf_fuse([dense, lexical], cfg.rrf_k), dense, result)
+        if cfg.fusion == "learned":
+            return self._learned(question, dense, lexical, result, vector)
+        return self._hybrid_page(question, dense, lexical, result)
+
+    def _hybrid_page(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult) -> Ranking:
+        """``fusion.hybrid_page_scores`` with this config's weights; the page index is asked only
+        when a page term can use it and there is a candidate to add it to."""
+        cfg = self.config
+        asks_pages = bool(dense or lexical) and cfg.uses_page_index and bool(cfg.page_weight or cfg.page_dense_weight)
+        page_lexical = self._page_lexical(question, result) if asks_pages else []
+        return hybrid_page_scores(dense, lexical, page_lexical, self._page_of, cfg.fusion_settings)
 
     def _with_page_terms(self, question: str, fused: Ranking, dense: Ranking, result: RetrievalResult) -> Ranking:
+        """Page terms over RRF or one side's order (hybrid-page's own fusion is ``_hybrid_page``)."""
         cfg = self.config
         if not (cfg.page_weight or cfg.page_dense_weight) or not fused:
             return fused
@@ -193,20 +205,21 @@ class Retriever:
 
     def _learned(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult,
                  vector: Any) -> Ranking:
-        """Candidate pages scored by the learned ranker; each page's chunks in hybrid-page order."""
+        """Candidate pages scored by the learned ranker; each page's chunks in hybrid-page order.
+        A ranker that cannot rank here (``fallback_reason``) serves hybrid-page's scores, marked
+        degraded; the config's own per-page cap still applies."""
         cfg = self.config
         if self._ranker is None:
             self._ranker = load_ranker(cfg.ranker)
-        page_cosines = None
-        if self._ranker.needs_page_vectors:
-            if self.page_vectors is None or vector is None:
-                _degrade(result, "the ranker needs page vectors this version lacks; hybrid-page order")
-                return self._with_page_terms(question, self._fuse(dense, lexical), dense, result)
-            page_cosines = self.page_vectors.cosines(vector)
-        fusion = FusionSettings(cfg.alpha, cfg.page_weight, cfg.page_dense_weight)
+        ranker, page_vectors = self._ranker, self.page_vectors if vector is not None else None
+        why = fallback_reason(ranker, page_vectors)
+        if why:
+            _degrade(result, f"{why}; hybrid-page order")
+            return self._hybrid_page(question, dense, lexical, result)
+        page_cosines = page_vectors.cosines(vector) if ranker.needs_page_vectors and page_vectors is not None else None
         candidates = page_candidates(question, dense, lexical, self._page_lexical(question, result),
-                                     self.catalog, fusion, page_cosines)
-        return rank_chunks(candidates, self._ranker, cfg.max_per_page)
+                                     self.catalog, cfg.fusion_settings, page_cosines)
+        return rank_chunks(candidates, ranker, cfg.max_per_page)
 
     def _page_of(self, chunk_id: str) -> str | None:
         row = self.catalog.get(chunk_id)

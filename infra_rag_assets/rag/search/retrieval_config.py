@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from ..index.lexical_store import DEFAULT_BOOSTS
+from .fusion import FusionSettings
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,11 @@ class RetrievalConfig:
         return cls(**values)
 
     @property
+    def fusion_settings(self) -> FusionSettings:
+        """This config's weights for ``fusion.hybrid_page_scores``."""
+        return FusionSettings(self.alpha, self.page_weight, self.page_dense_weight)
+
+    @property
     def uses_page_index(self) -> bool:
         return (self.page_weight > 0 or self.fusion == "learned") and self.mode != "dense"
 
@@ -123,6 +129,11 @@ CALIBRATED = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
 LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py; base model only)
 VERSION_RANKER = "version"  # the served version's own ranker, fitted by the page_ranker asset
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
+# hybrid-page is the one home of serving's depths and weights: the learned and reranked configs are
+# hybrid-page plus one change each, and the ranker features, ranker training and the fusion sweep read
+# them from here (HYBRID_PAGE) instead of restating them.
+_HYBRID_PAGE = RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
+                               page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED)
 NAMED_CONFIGS: dict[str, RetrievalConfig] = {
     c.name: c
     for c in (
@@ -130,16 +141,22 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
         RetrievalConfig(name="lexical", mode="lexical", boosts=TUNED_BOOSTS),
         RetrievalConfig(name="hybrid-rrf", fusion="rrf", boosts=TUNED_BOOSTS, **CALIBRATED),
         RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, **CALIBRATED),
-        RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
-                        page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED),
+        _HYBRID_PAGE,
         # hybrid-page's candidates and scores as features of a learned page ranker (ranker.py),
         # fitted per version on the k8s train split (page_ranker asset); one chunk per page
-        # before the next page. A version without its ranker serves hybrid-page's order.
-        RetrievalConfig(name="hybrid-learned", fusion="learned", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
-                        page_dense_weight=0.1, max_per_page=1, ranker=VERSION_RANKER, answerability=True,
-                        **CALIBRATED),
+        # before the next page. A version without its ranker serves hybrid-page's order (without_ranker).
+        replace(_HYBRID_PAGE, name="hybrid-learned", fusion="learned", max_per_page=1,
+                            ranker=VERSION_RANKER),
         # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
-        RetrievalConfig(name="hybrid-rerank", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
-                        page_dense_weight=0.1, max_per_page=2, rerank=True, answerability=True, **CALIBRATED),
+        replace(_HYBRID_PAGE, name="hybrid-rerank", rerank=True),
     )
 }
+HYBRID_PAGE = NAMED_CONFIGS["hybrid-page"]
+
+
+def without_ranker(config: RetrievalConfig) -> RetrievalConfig:
+    """What a learned config serves when its ranker cannot rank (``ranker.fallback_reason``):
+    hybrid-page's fusion and per-page cap, every other knob (name, floor, answerability) its own.
+    The one place that says what "no ranker" falls back to."""
+    return replace(config, fusion=HYBRID_PAGE.fusion, ranker=HYBRID_PAGE.ranker,
+                               max_per_page=HYBRID_PAGE.max_per_page)
