@@ -205,7 +205,13 @@ def pytest_collection_modifyitems(config, items):
         tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
         if len(tiers) != 1:
             wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier'}")
-    if wrong:
-        raise pytest.UsageError(
-            f"every test needs exactly one tier marker of {', '.join(TIERS)} "
-            f"({len(wrong)} do not):\n" + "\n".join(wrong))
+    if not wrong:
+        return
+    message = (f"every test needs exactly one tier marker of {', '.join(TIERS)} "
+               f"({len(wrong)} do not):\n" + "\n".join(wrong))
+    if not hasattr(config, "workerinput"):
+        raise pytest.UsageError(message)
+    # An xdist worker's UsageError reaches the controller as a bare internal error without this
+    # message: report it as a collection error instead, and run nothing.
+    config.hook.pytest_collectreport(report=pytest.CollectReport("tiers", "failed", message, []))
+    items.clear()

@@ -8,6 +8,8 @@ from click.testing import CliRunner
 from infra_rag_assets.cli import main
 from infra_rag_assets.rag.operate.warehouse import Warehouse
 
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture
 def cli(tmp_path, fixture_sources, monkeypatch):

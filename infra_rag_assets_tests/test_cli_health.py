@@ -17,6 +17,8 @@ from infra_rag_assets.rag.operate.traces import TraceSink, error_row, read_trace
 from infra_rag_assets.rag.search.engine import DEFAULT_CONFIG, QueryEngine, named_config
 from infra_rag_assets.rag.search.retrieval import RetrievalConfig
 
+pytestmark = pytest.mark.build
+
 FIXTURE_CANARIES = """
 canaries:
   - id: maxsurge

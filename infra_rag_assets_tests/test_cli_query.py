@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
 
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture
 def run(fresh_home, monkeypatch):

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import make_fixture_corpus, write_fixture_sources
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS_QUERY = """{ runsOrError { ... on Runs { results { runId jobName status tags { key value }
   repositoryOrigin { repositoryLocationName } } } } }"""

@@ -31,6 +31,8 @@ from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine, resolve_version
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_S = 240
 EXTRA_PAGE = """---

@@ -11,6 +11,8 @@ import pytest
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 
+pytestmark = pytest.mark.build
+
 QUESTIONS = ["How does maxSurge limit pods during a rollout?", "basic auth for the Prometheus UI",
              "What is an Argo CD Application?", "What is a Pod?", "EndpointSlice address types",
              "supply chain attestation", "roll back a Deployment", "kube-apiserver flags"]

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
 from conftest import OFF_FIXTURE, PAGE
 
 from infra_rag_assets.defs.resources import RagStore
 from infra_rag_assets.rag.index.corpus_chunks import embed_input
 from infra_rag_assets.rag.index.finetune import load_train_pairs, no_duplicate_batches
 from infra_rag_assets.rag.operate.warehouse import Warehouse
+
+pytestmark = pytest.mark.build
 
 
 def _chunks(home: Path, version: str) -> list[dict]:

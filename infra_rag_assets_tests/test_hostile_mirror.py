@@ -103,6 +103,7 @@ MD_ENTRIES = {  # every entry of the Markdown mirror -> its expected page status
 }
 
 
+@pytest.mark.unit
 def test_one_record_per_entry_with_status(hostile):
     docs = {(r["source"], r["doc_id"].split(":", 1)[1]): r for r in hostile["docs"].to_dicts()}
     pages = hostile["pages"].filter(hostile["pages"]["source"] == "docs")
@@ -123,6 +124,7 @@ def test_one_record_per_entry_with_status(hostile):
     assert dict(papers) == {"corrupt": "error", "encrypted": "error", "good": "ok", "out": "error"}
 
 
+@pytest.mark.unit
 def test_nothing_outside_the_mirror_is_read(hostile):
     host_text = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
     marker = next((line for line in host_text.splitlines() if "=" in line), "no-host-line")
@@ -134,6 +136,7 @@ def test_nothing_outside_the_mirror_is_read(hostile):
     assert "weight" not in unclosed["text"] and unclosed["title"] == "Broken"
 
 
+@pytest.mark.unit
 def test_chunks_are_bounded_exact_slices(hostile):
     from infra_rag_assets.rag.index.embedding import resolve_model_path
 
@@ -151,6 +154,7 @@ def test_chunks_are_bounded_exact_slices(hostile):
     assert few.group_by("doc_id").len()["len"].max() <= 3 and "docs:nested" in truncated
 
 
+@pytest.mark.unit
 def test_fingerprint_streams_and_matches_whole_file_hashing(hostile, tmp_path):
     mirror = tmp_path / "m"
     (mirror / "a").mkdir(parents=True)
@@ -182,6 +186,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_is_flat_in_file_size(tmp_path):
     def peak_kb(size: int) -> int:
         mirror = tmp_path / f"m{size}"
@@ -197,6 +202,7 @@ def test_peak_memory_is_flat_in_file_size(tmp_path):
     assert large - small < 64 * 1024, (small, large)  # < 64 MB apart for a 2.2 GB file
 
 
+@pytest.mark.unit
 def test_parse_time_budget_stops_a_slow_page_and_recovers():
     with ParseWorker(budget_s=0.05) as worker:
         slow = worker.parse("markdown_tree", ("- item\n  " * 400_000).encode(), path="slow.md")
@@ -206,6 +212,7 @@ def test_parse_time_budget_stops_a_slow_page_and_recovers():
     assert fine.status == "ok" and fine.title == "Pod"
 
 
+@pytest.mark.unit
 def test_unclosed_front_matter_never_reaches_the_text():
     doc = parse_markdown(b"---\ntitle: Broken\nweight: 3\n", path="x.md")
     assert "weight" not in doc.text and "unclosed front matter" in doc.reason
@@ -213,6 +220,7 @@ def test_unclosed_front_matter_never_reaches_the_text():
     assert rule.status == "ok" and rule.reason == "" and "thematic break" in rule.text
 
 
+@pytest.mark.unit
 def test_main_wrapped_in_form_or_link_is_not_navigation():
     from infra_rag_assets.rag.ingest.parse.html import parse_html
 
@@ -225,6 +233,7 @@ def test_main_wrapped_in_form_or_link_is_not_navigation():
         assert doc.status == "ok" and "smallest deployable units" in doc.text, (wrapper, doc.reason)
 
 
+@pytest.mark.unit
 def test_hand_built_page_ref_is_read_safely(tmp_path):
     from infra_rag_assets.rag.ingest.sources import PageRef
 
@@ -236,6 +245,7 @@ def test_hand_built_page_ref_is_read_safely(tmp_path):
     assert frame["fetch_status"].to_list() == ["error"]
 
 
+@pytest.mark.unit
 def test_urls_are_percent_encoded():
     source = Source("s", "kubernetes", "markdown_tree", "x", "https://x/{page_path}/", None)
     assert source.url_for("a b/c&d?e#f.md") == "https://x/a%20b/c%26d%3Fe%23f/"
@@ -246,6 +256,7 @@ VALID = ("{name: k, project: kubernetes, kind: markdown_tree, license: x, "
          "url_template: 'https://x/{page_path}', mirror: MIRROR}")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("entry, message", [
     (VALID.replace("license: x,", "license: x, exclude: [a],"), "unknown key 'exclude'"),
     (VALID.replace("mirror:", "mirorr:"), "unknown key 'mirorr' (did you mean 'mirror'?)"),
@@ -264,6 +275,7 @@ def test_config_mistakes_are_one_line_errors(tmp_path, entry, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.unit
 def test_zero_page_mirror_is_an_error_naming_the_source(tmp_path):
     (tmp_path / "empty").mkdir()
     source = Source("empty-src", "kubernetes", "markdown_tree", "x", "https://x/{page_path}", tmp_path / "empty")
@@ -277,6 +289,7 @@ def test_zero_page_mirror_is_an_error_naming_the_source(tmp_path):
         check_sources([source])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("entry, message", [
     (VALID.replace("MIRROR", "EMPTY"), "zero pages"),
     (VALID.replace("{page_path}", "{oops}"), "unknown placeholder {oops}"),
@@ -303,6 +316,7 @@ def test_cli_config_errors_are_one_line_and_register_nothing(tmp_path, monkeypat
     assert json.dumps(result.output)  # printable
 
 
+@pytest.mark.unit
 def test_sensor_skips_a_broken_sources_file_and_registers_nothing(tmp_path):
     import dagster as dg
 

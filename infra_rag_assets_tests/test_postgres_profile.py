@@ -31,6 +31,8 @@ import yaml
 from conftest import make_fixture_corpus, write_fixture_sources
 from pg_server import pg_server  # noqa: F401 - fixture
 
+pytestmark = pytest.mark.postgres
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "deploy" / "dagster.production.yaml"
 TIMEOUT_S = 240

@@ -23,6 +23,8 @@ from infra_rag_assets.rag.search.calibration import (
 )
 from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS, RetrievalConfig
 
+pytestmark = pytest.mark.unit
+
 
 class FakeVocabulary:
     """ident terms and stemmed prose terms the 'corpus' holds; near = one edit away."""

@@ -16,6 +16,8 @@ from infra_rag_assets.rag.index.analysis import (
     stem,
 )
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

@@ -93,7 +93,7 @@ PASSAGES = [P_UNAVAILABLE, P_SURGE, P_EXAMPLE]
 QUESTION = "What does maxSurge control in a Deployment rolling update?"
 
 # Older model ids (e.g. claude-sonnet-4-5) are on the SDK deprecation list and warn per call.
-pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.unit, pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")]
 
 
 # --- fake Messages API ----------------------------------------------------------------------

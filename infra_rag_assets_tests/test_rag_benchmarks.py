@@ -12,6 +12,8 @@ import pytest
 from infra_rag_assets.rag.evaluate.benchmarks import BenchmarkError, BenchRecord, coverage, load_benchmark
 from infra_rag_assets.rag.ingest.sources import SourceConfigError, iter_pages, load_sources
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 MINIMUMS = {"identifier": 25, "cncf": 5, "unanswerable": 25}  # and prometheus + argocd >= 45
 EXPECTED_K8S_COVERED = 557  # per ../shared/bench/README.md

@@ -142,6 +142,7 @@ _settings = settings(
 )
 
 
+@pytest.mark.unit
 @_settings
 @given(text=documents, config=configs, cuts=st.lists(st.integers(0, 10_000), max_size=6))
 def test_chunk_invariants(counter, text, config, cuts):
@@ -152,6 +153,7 @@ def test_chunk_invariants(counter, text, config, cuts):
     assert chunk_document(text, sections, pages, counter, config) == chunks  # deterministic
 
 
+@pytest.mark.unit
 @_settings
 @given(text=documents, config=configs)
 # Found by this property in a fresh clone: a hard-cut word piece re-counted over the limit once
@@ -183,6 +185,7 @@ def assert_cuts_between_words(text, a, b, chunks, counter, config) -> None:
 # --- examples --------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_small_section_is_one_chunk(counter):
     text = "Intro line.\n\n## Setup\n\nInstall it.\nThen run it.\n"
     sections = build_sections(text)
@@ -191,6 +194,7 @@ def test_small_section_is_one_chunk(counter):
     assert chunks[1].section_path == ("Setup",) and chunks[0].section_path == ()
 
 
+@pytest.mark.unit
 def test_long_section_splits_at_paragraphs_first(counter):
     paragraphs = [" ".join(f"word{p}x{i}" for i in range(12)) + "." for p in range(6)]
     text = "# Title\n\n" + "\n\n".join(paragraphs)
@@ -202,6 +206,7 @@ def test_long_section_splits_at_paragraphs_first(counter):
     assert all(any(p in c.text for c in chunks) for p in paragraphs)  # none was cut
 
 
+@pytest.mark.unit
 def test_long_code_block_splits_at_lines(counter):
     lines = [f"  key_{i}: value-{i} # setting number {i}" for i in range(80)]
     text = "## Config\n```yaml\n" + "\n".join(lines) + "\n```\n"
@@ -214,6 +219,7 @@ def test_long_code_block_splits_at_lines(counter):
     assert all(c.token_count <= 64 for c in chunks)
 
 
+@pytest.mark.unit
 def test_over_long_word_is_hard_cut_within_limit(counter):
     word = "a-" * 400
     chunks = chunk_document(word, [], [], counter, ChunkerConfig(16, 16, 0))
@@ -221,12 +227,14 @@ def test_over_long_word_is_hard_cut_within_limit(counter):
     assert all(c.token_count <= 16 for c in chunks)
 
 
+@pytest.mark.unit
 def test_tiny_trailing_piece_merges_into_previous(counter):
     text = "alpha beta gamma delta epsilon.\n\nzeta eta theta iota kappa.\n\nok"
     chunks = chunk_document(text, [], [], counter, ChunkerConfig(6, 14, 3))
     assert chunks[-1].text.endswith("kappa.\n\nok")
 
 
+@pytest.mark.unit
 def test_tokenizer_whitespace_disagreement_is_recounted_and_cut(counter):
     # U+000B is whitespace to Python but a dropped control char to BERT, which then sees one
     # 120-char word ([UNK], 1 token) across the cut: the plan undercounts the right half, the
@@ -238,6 +246,7 @@ def test_tokenizer_whitespace_disagreement_is_recounted_and_cut(counter):
     assert_invariants(text, [], [], chunks, counter, config)
 
 
+@pytest.mark.unit
 def test_control_characters_gluing_many_words_stay_bounded_and_fast(counter):
     # A hostile page: every "space" is a control character BERT drops, so the planner's cuts
     # all disagree with the recount; re-planning must still end, fast, within the limits.
@@ -262,6 +271,7 @@ def _pdf(pages: list[str]) -> tuple[str, list[PageSpan]]:
     return text, spans
 
 
+@pytest.mark.unit
 def test_pdf_page_mapping(counter):
     text, spans = _pdf(["First page text. " * 30, "Second page text. " * 30, "Third. " * 30])
     chunks = chunk_document(text, [], spans, counter, ChunkerConfig(40, 40, 0))
@@ -272,6 +282,7 @@ def test_pdf_page_mapping(counter):
     assert chunk.pages == (1, 2, 3)
 
 
+@pytest.mark.unit
 def test_context_line_and_embed_input():
     path = ("EndpointSlices", "EndpointSlice API", "Address types")
     line = context_line("kubernetes", "EndpointSlices", path)
@@ -295,6 +306,7 @@ PINNED_HASHES = {
 }
 
 
+@pytest.mark.unit
 def test_text_hash_values_are_pinned():
     for text, digest in PINNED_HASHES.items():
         assert text_hash(text) == digest
@@ -303,6 +315,7 @@ def test_text_hash_values_are_pinned():
     assert text_hash("\ud800") == "91a681b998555fb475479817b126c94e57e52011fa1842c5d188795a4a05226b"
 
 
+@pytest.mark.unit
 def test_ids_and_config_hash_are_stable():
     h = text_hash("abc")
     assert h == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -313,6 +326,7 @@ def test_ids_and_config_hash_are_stable():
         ChunkerConfig(target_tokens=300, max_tokens=256)
 
 
+@pytest.mark.unit
 def test_counter_ignores_tokenizer_truncation(counter):
     # tokenizer.json ships truncation/padding at 128; counts must not be capped or padded.
     assert counter.count("word " * 500) == 500
@@ -322,6 +336,7 @@ def test_counter_ignores_tokenizer_truncation(counter):
 # --- speed on real documents -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_speed_on_real_kubernetes_docs(counter):
     files = sorted((require_corpus() / "kubernetes" / "concepts").glob("**/*.md"))
     assert len(files) > 100  # the concepts pages of the real corpus, not an empty folder

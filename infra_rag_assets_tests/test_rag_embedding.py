@@ -22,6 +22,8 @@ from infra_rag_assets.rag.index.embedding import (
 )
 from infra_rag_assets.rag.index.embedding_cache import EmbeddingCache, embed_with_cache
 
+pytestmark = pytest.mark.unit
+
 TEXTS = [
     "Kubernetes schedules pods onto nodes according to resource requests.",
     "Terraform keeps infrastructure state in a backend such as S3.",

@@ -16,6 +16,8 @@ from infra_rag_assets.rag.evaluate.gates import (
 )
 from infra_rag_assets.rag.evaluate.metrics import summarize
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 H = "hybrid-weighted"
 

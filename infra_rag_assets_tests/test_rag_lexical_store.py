@@ -17,6 +17,8 @@ from infra_rag_assets.rag.index import lexical_store
 from infra_rag_assets.rag.index.analysis import analyze_query
 from infra_rag_assets.rag.index.lexical_store import LexicalDoc, LexicalSearcher, build_index, cleanup_stale_staging
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -17,6 +17,8 @@ from infra_rag_assets.rag.evaluate.metrics import (
     summarize,
 )
 
+pytestmark = pytest.mark.unit
+
 LOG2_3 = math.log2(3)
 LOG2_4 = 2.0
 

@@ -16,6 +16,7 @@ from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_ro
 PAGE = {"a1": "A", "a2": "A", "b1": "B", "c1": "C"}.get
 
 
+@pytest.mark.unit
 def test_page_terms_by_hand():
     fused = [("a1", 0.9), ("b1", 0.8), ("a2", 0.1), ("c1", 0.05)]
     page_lexical = [("B", 10.0), ("C", 6.0), ("A", 2.0)]  # -> B 1.0, C 0.5, A 0.0
@@ -29,6 +30,7 @@ def test_page_terms_by_hand():
     assert add_page_terms(fused, PAGE) == sorted(fused, key=lambda x: -x[1])  # no weights: unchanged
 
 
+@pytest.mark.unit
 def test_cap_moves_overflow_behind_in_order():
     items = ["a1", "a2", "b1", "a3", "c1", "b2", "b3"]
     page = lambda c: c[0]  # noqa: E731
@@ -37,6 +39,7 @@ def test_cap_moves_overflow_behind_in_order():
     assert cap_per_page(items, page, 0) == items
 
 
+@pytest.mark.unit
 def test_page_config_hash_and_validation():
     base = NAMED_CONFIGS["hybrid-weighted"]
     # Page knobs at defaults do not enter the hash: results recorded before they existed stay comparable.
@@ -58,6 +61,7 @@ def index(built_index):
 QUESTION = "How do I roll back a Deployment to a previous revision?"
 
 
+@pytest.mark.build
 def test_page_index_has_one_document_per_page(index):
     store, version, catalog, _ = index
     pages = LexicalSearcher.open(page_index_dir(store.tantivy_root() / version))
@@ -66,6 +70,7 @@ def test_page_index_has_one_document_per_page(index):
     assert top[0][0] == "kubernetes:concepts_workloads_controllers_deployment"  # ids are page ids
 
 
+@pytest.mark.build
 def test_hybrid_page_uses_the_page_index_and_caps_pages(index):
     store, version, catalog, embedder = index
     config = NAMED_CONFIGS["hybrid-page"]
@@ -81,6 +86,7 @@ def test_hybrid_page_uses_the_page_index_and_caps_pages(index):
     assert [h.score for h in result.hits] != [h.score for h in plain.hits]  # the page terms were added
 
 
+@pytest.mark.build
 def test_version_without_page_index_degrades_instead_of_failing(index, tmp_path):
     store, version, catalog, embedder = index
     chunk_dir = tmp_path / version

@@ -8,6 +8,8 @@ import pytest
 
 from infra_rag_assets.rag.search.page_vectors import PAGE_VECTORS_FILE, PageVectors, version_page_vectors
 
+pytestmark = pytest.mark.unit
+
 PAGE_OF = {"a1": "page-a", "a2": "page-a", "b1": "page-b", "orphan": None}.get
 
 

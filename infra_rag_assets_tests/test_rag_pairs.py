@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from infra_rag_assets.rag.index.pairs import (
     DocPair,
     balanced_sample,
@@ -14,6 +16,8 @@ from infra_rag_assets.rag.index.pairs import (
     heading_query,
     task_query,
 )
+
+pytestmark = pytest.mark.unit
 
 BODY = "The controller keeps the desired number of replicas running and replaces failed ones quickly."
 

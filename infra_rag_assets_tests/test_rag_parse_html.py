@@ -18,6 +18,8 @@ from infra_rag_assets.rag.ingest.models import (
 from infra_rag_assets.rag.ingest.parse.html import PARSER_NAME, PARSER_VERSION, parse_html
 from infra_rag_assets.rag.ingest.parse.markdown import parse_markdown
 
+pytestmark = pytest.mark.unit
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
 

@@ -73,6 +73,7 @@ def parse(text: str, path: str = "kubernetes/concepts/x.md"):
     return doc
 
 
+@pytest.mark.unit
 def test_front_matter_gives_title_description_and_kind():
     doc = parse(ENDPOINT_SLICES)
     assert doc.status == STATUS_OK and doc.reason == ""
@@ -84,6 +85,7 @@ def test_front_matter_gives_title_description_and_kind():
     assert "reviewers" not in doc.text and "<!--" not in doc.text
 
 
+@pytest.mark.unit
 def test_shortcodes_links_and_anchors_are_rendered_as_reader_text():
     doc = parse(ENDPOINT_SLICES)
     assert "FEATURE STATE: Kubernetes v1.21 [stable]" in doc.text
@@ -96,6 +98,7 @@ def test_shortcodes_links_and_anchors_are_rendered_as_reader_text():
     assert by_heading["What's next"].path == ("EndpointSlices", "What's next")
 
 
+@pytest.mark.unit
 def test_code_fence_comments_are_not_headings():
     doc = parse(ENDPOINT_SLICES)
     assert "# an EndpointSlice manifest" in doc.text
@@ -105,6 +108,7 @@ def test_code_fence_comments_are_not_headings():
     assert [s.heading for s in tilde.sections] == ["Title", "Real"]
 
 
+@pytest.mark.unit
 def test_section_spans_nest_and_end_at_next_same_level_heading():
     doc = parse(ENDPOINT_SLICES)
     api, types, nxt = (next(s for s in doc.sections if s.heading == h)
@@ -115,6 +119,7 @@ def test_section_spans_nest_and_end_at_next_same_level_heading():
     assert doc.sections[0].start == 0 and doc.sections[0].end == len(doc.text)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("source, expected", [
     ("{{< note >}}\nUse a Secret.\n{{< /note >}}", "Note:\nUse a Secret."),
     ("{{<note>}}Inline note.{{</note>}}", "Note:Inline note."),
@@ -135,12 +140,14 @@ def test_shortcode_rendering(source, expected):
     assert body == expected
 
 
+@pytest.mark.unit
 def test_escaped_and_unclosed_shortcodes_leave_no_delimiters():
     doc = parse('Use `{{</* note */>}}` here.\n\nBroken {{< note\n\nrest %}} end\n')
     assert "{{<" not in doc.text and "{{%" not in doc.text
     assert "Use `[note]` here." in doc.text
 
 
+@pytest.mark.unit
 def test_index_page_with_only_a_description_is_ok():
     doc = parse("---\ntitle: Tutorials\ndescription: Learn by doing.\n---\n<!-- body -->\n")
     assert doc.status == STATUS_OK
@@ -148,6 +155,7 @@ def test_index_page_with_only_a_description_is_ok():
     assert [s.heading for s in doc.sections] == ["Tutorials"]
 
 
+@pytest.mark.unit
 def test_title_only_page_is_no_content():
     doc = parse("---\ntitle: Command Line\nsort_rank: 9\n---\n",
                 path="prometheus/server/command-line/index.md")
@@ -155,6 +163,7 @@ def test_title_only_page_is_no_content():
     assert doc.title == "Command Line"
 
 
+@pytest.mark.unit
 def test_malformed_front_matter_is_stripped_and_reported():
     # From argocd/proposals/headless-argocd.md: the indentation is invalid YAML.
     source = ('---\ntitle: Neat-enhancement-idea\nauthors:\n- "@alexmt"\n  sponsors:\n- TBD\n---\n'
@@ -167,6 +176,7 @@ def test_malformed_front_matter_is_stripped_and_reported():
     assert doc.page_kind == "proposal"
 
 
+@pytest.mark.unit
 def test_no_front_matter_takes_first_h1_or_file_name():
     argo = parse("# Orphaned Resources Monitoring\n\nAn orphaned resource is ...\n",
                  path="argocd/user-guide/orphaned-resources.md")
@@ -178,6 +188,7 @@ def test_no_front_matter_takes_first_h1_or_file_name():
     assert kubeadm.page_kind == "reference"
 
 
+@pytest.mark.unit
 def test_raw_html_pre_block_is_code_not_headings():
     # Shape of kubernetes/reference/config-api/kubeadm-config.v1beta3.md (Chroma-highlighted YAML).
     doc = parse('# Config\n\n<div class="highlight"><pre tabindex="0"><code class="language-yaml">'
@@ -188,6 +199,7 @@ def test_raw_html_pre_block_is_code_not_headings():
     assert "Type: Counter" in doc.text and "<label" not in doc.text
 
 
+@pytest.mark.unit
 def test_mkdocs_admonition_keeps_text_without_marker():
     doc = parse('# Hydrator\n\n!!! note "Feature Parity"\n'
                 "    The source hydrator supports the same options.\n\n## Next\n\nx\n")
@@ -195,6 +207,7 @@ def test_mkdocs_admonition_keeps_text_without_marker():
     assert "Note: Feature Parity\nThe source hydrator supports the same options." in doc.text
 
 
+@pytest.mark.unit
 def test_links_images_html_and_blank_lines_are_cleaned():
     doc = parse("# T\n\n![pencil icon](/images/pencil.png) and "
                 "[a `kubectl` link](https://x.io/a_(b)).\n\n\n\n\n"
@@ -205,11 +218,13 @@ def test_links_images_html_and_blank_lines_are_cleaned():
     assert "\n\n\n\n" not in doc.text
 
 
+@pytest.mark.unit
 def test_empty_and_whitespace_files_are_no_content():
     for raw in (b"", b"  \n\t\n"):
         assert parse_markdown(raw).status == STATUS_NO_CONTENT
 
 
+@pytest.mark.unit
 def test_twenty_megabyte_file_is_refused_fast(tmp_path):
     big = tmp_path / "big.md"
     big.write_bytes(b"# Big\n\n" + b"lorem ipsum dolor sit amet\n" * 800_000)
@@ -220,12 +235,14 @@ def test_twenty_megabyte_file_is_refused_fast(tmp_path):
     assert doc.status == STATUS_TOO_LARGE and "limit" in doc.reason
 
 
+@pytest.mark.unit
 def test_invalid_utf8_falls_back_and_says_so():
     doc = parse_markdown(b"---\ntitle: Caf\xe9\n---\nSome \xff\xfe text.\n", path="x.md")
     assert doc.status == STATUS_OK and "latin-1" in doc.reason
     assert doc.title == "Caf\u00e9" and check_spans(doc) == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("raw", [
     b"---\n", b"---\ntitle: [unclosed\n---\n", b"```\n# open fence never closed\n", b"\x00\x01binary",
     b"{{< note\n" * 1000, b"#\n##\n###### \n", "\u00e9\u2028\u0085 x".encode(), b"---\n- a list\n---\nbody\n",
@@ -236,6 +253,7 @@ def test_never_raises_on_odd_input(raw):
     assert check_spans(doc) == [] and "{{<" not in doc.text
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("content_type, path, kind", [
     ("tool-reference", "", "reference"), ('api_reference', "", "reference"), ("task ", "", "task"),
     ("", "kubernetes/reference/glossary/pod.md", "glossary"),
@@ -247,6 +265,7 @@ def test_page_kind(content_type, path, kind):
     assert page_kind(content_type, path) == kind
 
 
+@pytest.mark.unit
 def test_slugify_and_duplicate_anchors():
     assert slugify("What's next") == "whats-next"
     assert slugify("Install kubectl on Linux (x86-64)") == "install-kubectl-on-linux-x86-64"
@@ -255,6 +274,7 @@ def test_slugify_and_duplicate_anchors():
     assert [s.anchor for s in sections] == ["example", "example-1"]
 
 
+@pytest.mark.unit
 @needs_corpus
 def test_real_endpoint_slices_page():
     raw = (CORPUS / "kubernetes/concepts/services-networking/endpoint-slices.md").read_bytes()
@@ -265,6 +285,7 @@ def test_real_endpoint_slices_page():
     assert all(doc.text[s.heading_start:s.heading_end] == s.heading for s in doc.sections)
 
 
+@pytest.mark.slow
 @needs_corpus
 def test_every_corpus_page_parses_cleanly():
     statuses: Counter[tuple[str, str]] = Counter()

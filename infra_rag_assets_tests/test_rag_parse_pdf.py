@@ -20,6 +20,8 @@ from infra_rag_assets.rag.ingest.models import (
 )
 from infra_rag_assets.rag.ingest.parse.pdf import PARSER_NAME, PARSER_VERSION, parse_pdf
 
+pytestmark = pytest.mark.unit
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 REAL_PDFS = sorted((CORPUS / "pdf").glob("*.pdf"))
 needs_corpus = pytest.mark.skipif(not REAL_PDFS, reason=f"real PDF corpus not found under {CORPUS}")

@@ -42,21 +42,25 @@ def col(name: str) -> int:
     return FEATURE_NAMES.index(name)
 
 
+@pytest.mark.unit
 def test_feature_names_are_grouped_and_unique():
     assert len(FEATURE_NAMES) == len(set(FEATURE_NAMES)) == sum(map(len, GROUPS.values()))
 
 
+@pytest.mark.unit
 def test_definitional_questions():
     assert is_definitional("What is a PriorityClass?") and is_definitional("what are taints")
     assert is_definitional("What does the kube-proxy do?") and is_definitional("Define a Pod")
     assert not is_definitional("How do I drain a node?") and not is_definitional("What happens when a pod dies?")
 
 
+@pytest.mark.unit
 def test_page_types():
     assert page_type(CATALOG["g1"]) == "glossary" and page_type(CATALOG["r1"]) == "api"
     assert page_type(CATALOG["c1"]) == "concept" and page_type({"page_kind": "guide", "url": ""}) == "other"
 
 
+@pytest.mark.unit
 def test_pages_for_contributors_across_projects():
     assert for_contributors({"url": "https://kubernetes.io/docs/contribute/style/#x", "page_kind": "guide"})
     assert for_contributors({"url": "https://argo-cd.readthedocs.io/en/stable/developer-guide/running-locally/"})
@@ -67,6 +71,7 @@ def test_pages_for_contributors_across_projects():
     assert not for_contributors(CATALOG["c1"])
 
 
+@pytest.mark.unit
 def test_features_by_hand():
     cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
     concept, api, glossary, parent = (cands.pages.index(p) for p in (
@@ -87,6 +92,7 @@ def test_features_by_hand():
     assert np.all(x[:, col("def_q")] == 1.0) and np.all(x[:, col("t_contrib")] == 0.0)
 
 
+@pytest.mark.unit
 def test_centroid_features_by_hand():
     cosines = {"k:concepts_scheduling_pod-priority": 0.9, "k:reference_kubernetes-api_priority-class-v1": 0.5,
                "k:reference_glossary_priority": 0.3}  # the parent page has no vector: cosine 0
@@ -104,6 +110,7 @@ def test_centroid_features_by_hand():
     assert np.array_equal(without.features[:, other], cands.features[:, other])  # nothing else moves
 
 
+@pytest.mark.unit
 def test_no_candidates():
     cands = page_candidates(QUESTION, [], [], [], CATALOG)
     assert cands.pages == [] and cands.features.shape == (0, len(FEATURE_NAMES))
@@ -122,6 +129,7 @@ def synthetic(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     return groups
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("loss", ["listwise", "pairwise"])
 def test_fit_learns_the_signal_deterministically(loss):
     train, test = synthetic(200), synthetic(100, seed=1)
@@ -136,6 +144,7 @@ def test_fit_learns_the_signal_deterministically(loss):
     assert top1 > 0.7 and top1 > one_signal + 0.2
 
 
+@pytest.mark.unit
 def test_listwise_gradient_matches_its_loss():
     """The listwise loss's analytic gradient against central differences (two relevant pages in
     one question, a question without a relevant page that must be left out)."""
@@ -152,11 +161,13 @@ def test_listwise_gradient_matches_its_loss():
     assert objective.loss(np.zeros(4)) == pytest.approx((np.log(6) + np.log(5 / 2)) / 2)
 
 
+@pytest.mark.unit
 def test_unknown_loss_is_refused():
     with pytest.raises(ValueError, match="unknown ranker loss"):
         FitSettings(loss="pointwise")
 
 
+@pytest.mark.unit
 def test_fit_on_a_feature_subset_and_apply_order():
     ranker = fit(synthetic(100), ["l_mm", "t_api"], FitSettings(steps=100))
     assert ranker.feature_names == ("l_mm", "t_api")
@@ -166,6 +177,7 @@ def test_fit_on_a_feature_subset_and_apply_order():
     assert ranker.order(x) == [2, 0, 1]
 
 
+@pytest.mark.unit
 def test_rank_chunks_groups_pages_in_learned_order():
     cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
     ranker = Ranker(("p_ratio",), (0.0,), (1.0,), (1.0,))
@@ -176,6 +188,7 @@ def test_rank_chunks_groups_pages_in_learned_order():
     assert sorted(both[:2]) == ["c1", "c2"] and both[2] == "r1"
 
 
+@pytest.mark.unit
 def test_save_load_round_trip(tmp_path):
     ranker = fit(synthetic(50), ["l_mm", "t_api", "d_cos"], FitSettings(steps=50))
     path = tmp_path / "ranker.json"
@@ -190,6 +203,7 @@ def test_save_load_round_trip(tmp_path):
         Ranker(("nope",), (0.0,), (1.0,), (1.0,))
 
 
+@pytest.mark.build
 def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     """On the fixture index: a ranker that weights only the hybrid-page score returns pages in
     hybrid-page's order, each page's chunks together and capped."""
@@ -222,6 +236,7 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
         dataclasses.replace(page, fusion="learned")
 
 
+@pytest.mark.build
 def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_path):
     """Without the version's page vectors such a ranker cannot rank: hybrid-page's order, marked
     degraded. With them, the page whose centroid is nearest the question comes first."""
@@ -257,6 +272,7 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     assert result.hits[0].doc_id == max(candidates, key=cosines.__getitem__)
 
 
+@pytest.mark.unit
 def test_shipped_base_model_ranker_loads():
     from infra_rag_assets.rag.search.ranker import load_ranker
     from infra_rag_assets.rag.search.retrieval_config import LEARNED_RANKER, NAMED_CONFIGS, VERSION_RANKER

@@ -5,6 +5,8 @@ import pytest
 from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.warehouse import Warehouse
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def warehouse(tmp_path):

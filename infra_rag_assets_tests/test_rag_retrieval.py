@@ -37,6 +37,7 @@ FLOOR = 0.25
 # --- fusion math ----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_rrf_matches_hand_computation():
     dense = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
     lexical = [("b", 12.0), ("d", 7.0), ("a", 1.0)]
@@ -47,6 +48,7 @@ def test_rrf_matches_hand_computation():
     assert [cid for cid, _ in rrf_fuse([dense, lexical], k=60)] == ["b", "a", "d", "c"]
 
 
+@pytest.mark.unit
 def test_weighted_minmax_with_one_sided_candidates():
     dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]  # -> a 1.0, b 0.5, c 0.0
     lexical = [("b", 12.0), ("d", 3.0), ("a", 2.0)]  # -> b 1.0, d 0.1, a 0.0
@@ -56,6 +58,7 @@ def test_weighted_minmax_with_one_sided_candidates():
     assert dict(fused) == pytest.approx({"b": 0.3 * 0.5 + 0.7, "a": 0.3, "d": 0.07, "c": 0.0})
 
 
+@pytest.mark.unit
 def test_ties_are_broken_by_chunk_id():
     assert minmax([("x", 2.0), ("y", 2.0)]) == {"x": 1.0, "y": 1.0} and minmax([]) == {}
     assert [c for c, _ in rrf_fuse([[("z", 1)], [("a", 1)]], k=60)] == ["a", "z"]
@@ -63,6 +66,7 @@ def test_ties_are_broken_by_chunk_id():
     assert rrf_fuse([[("a", 1), ("a", 1)]], k=60) == [("a", pytest.approx(1 / 61))]  # duplicates vote once
 
 
+@pytest.mark.unit
 def test_config_hash_roundtrip_and_validation():
     base = NAMED_CONFIGS["hybrid-weighted"]
     assert {"dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-rerank"} <= set(NAMED_CONFIGS)
@@ -99,6 +103,7 @@ def count_tokens():
     return HFTokenCounter(Tokenizer.from_file(str(path))).count
 
 
+@pytest.mark.unit
 def test_packing_respects_budget_with_whole_numbered_passages(count_tokens):
     hits = [_hit(i, f"https://k8s.io/d#{i % 3}", words=10 + 7 * i) for i in range(1, 8)]
     previous = -1
@@ -116,6 +121,7 @@ def test_packing_respects_budget_with_whole_numbered_passages(count_tokens):
     assert pack_passages(hits, budget_tokens=0, count_tokens=count_tokens).text == ""
 
 
+@pytest.mark.unit
 def test_packing_header_and_sources_dedup_by_url():
     hits = [_hit(1, "https://a/#x"), _hit(2, "https://a/#y"), _hit(3, "https://a/#x")]
     packed = pack_passages(hits, budget_tokens=10_000, count_tokens=lambda t: len(t.split()))
@@ -151,6 +157,7 @@ def _count(index, where: str, params: list) -> int:
     return store.warehouse().rows(sql, [version, *params])[0][0]
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("name", ["dense", "lexical", "hybrid-weighted", "hybrid-rrf"])
 def test_each_mode_returns_k_hits_with_catalog_fields(index, name):
     catalog = index[2]
@@ -173,6 +180,7 @@ def test_each_mode_returns_k_hits_with_catalog_fields(index, name):
 ROLLING_BACK = "Deployments › Rolling Back"
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("filters, where, params, matches", [
     ({"project": "argocd"}, "project = ?", ["argocd"], lambda row: row["project"] == "argocd"),
     ({"section_prefix": ROLLING_BACK}, "starts_with(section_path, ?)", [ROLLING_BACK],
@@ -195,6 +203,7 @@ def test_filters_apply_before_ranking(index, filters, where, params, matches):
             assert len(hits) == k, name
 
 
+@pytest.mark.build
 def test_floor_abstains_off_topic_only(index):
     measure = _retriever(index, "dense")
     off = measure.search(OFF_TOPIC, k=1).dense_ranking[0][1]
@@ -210,6 +219,7 @@ def test_floor_abstains_off_topic_only(index):
     assert _retriever(index, RetrievalConfig(floor=FLOOR)).search(OFF_TOPIC, k=3, filters={"project": "nope"}).abstained
 
 
+@pytest.mark.build
 def test_unloadable_reranker_degrades_and_keeps_fused_order(index):
     calls = []
 
@@ -227,6 +237,7 @@ def test_unloadable_reranker_degrades_and_keeps_fused_order(index):
     assert len(calls) == 1  # a failed load is not retried per query
 
 
+@pytest.mark.build
 def test_reranker_reorders_only_the_top_depth(index):
     class Reverse:
         def predict(self, pairs):
@@ -249,6 +260,7 @@ def test_reranker_reorders_only_the_top_depth(index):
     assert [h.chunk_id for h in broken.hits] == fused
 
 
+@pytest.mark.build
 def test_bad_questions_and_missing_catalog_rows(index):
     retriever = _retriever(index, "hybrid-weighted")
     for question in ("", "   \n"):
@@ -262,6 +274,7 @@ def test_bad_questions_and_missing_catalog_rows(index):
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in full.hits]
 
 
+@pytest.mark.build
 def test_query_model_mismatch_is_refused(index, tmp_path):
     """A copy of the model with one changed config byte has other weights_hash: refused."""
     original = resolve_model_path("all-MiniLM-L6-v2")

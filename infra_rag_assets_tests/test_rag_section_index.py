@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from infra_rag_assets.rag.ingest.blobs import BlobStore
 from infra_rag_assets.rag.ingest.parse.section_index import LISTING_HEADING, section_listings
 from infra_rag_assets.rag.ingest.pipeline import list_pages, parse_documents, parser_tag, snapshot_pages
 from infra_rag_assets.rag.ingest.sources import Source
+
+pytestmark = pytest.mark.unit
 
 PAGES = {
     "_index.md": "---\ntitle: Docs\n---\n",

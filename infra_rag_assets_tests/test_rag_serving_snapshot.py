@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from infra_rag_assets.rag.index.serving_snapshot import (
     read_catalog,
     read_manifest,
@@ -12,6 +14,8 @@ from infra_rag_assets.rag.index.serving_snapshot import (
     snapshot_files,
     write_snapshot,
 )
+
+pytestmark = pytest.mark.unit
 
 VERSION = "2026-12-02T1300-abcdef"
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from infra_rag_assets.rag.operate.traces import TraceSink, error_row, load_into_warehouse, read_traces
 from infra_rag_assets.rag.operate.warehouse import Warehouse
+
+pytestmark = pytest.mark.unit
 
 
 def _row(i: int) -> dict:

@@ -20,6 +20,8 @@ from infra_rag_assets.rag.index.vector_store import (
     write_vectors,
 )
 
+pytestmark = pytest.mark.unit
+
 # (chunk_id, project, source, page_kind, section_path, pages, text)
 CHUNKS = [
     ("k8s-1", "kubernetes", "web", "reference", "Workloads > Pods", [], "A Pod is the smallest deployable unit of computing in Kubernetes."),

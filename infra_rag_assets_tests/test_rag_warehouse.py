@@ -9,6 +9,8 @@ import pytest
 
 from infra_rag_assets.rag.operate.warehouse import Warehouse
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def warehouse(tmp_path) -> Warehouse:

@@ -13,6 +13,8 @@ from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.operate.traces import read_traces
 from infra_rag_assets.service import ServiceSettings, create_app
 
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture
 def client(fresh_home, monkeypatch):

@@ -23,6 +23,8 @@ from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.operate.traces import read_traces
 
+pytestmark = pytest.mark.slow
+
 QUESTIONS = [
     "How does maxSurge limit pods during a Deployment rollout?",
     "How do I protect the Prometheus UI with basic auth?",

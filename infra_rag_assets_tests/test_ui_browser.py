@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 from conftest import make_fixture_corpus, write_fixture_sources
 
+pytestmark = pytest.mark.browser
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
