@@ -54,18 +54,26 @@ def quantiles(values: Sequence[float], qs: Sequence[int] = QUANTILES) -> dict[st
     """``{"p50": ...}`` with linear interpolation (numpy's default), rounded to 4 places."""
     if not values:
         raise ValueError("no values to take quantiles of")
-    return {f"p{q:02d}": round(percentile(values, q), 4) for q in qs}
+    return {f"p{q:02d}": round(_percentile(values, q), 4) for q in qs}
 
 
 def derive_floor(off_topic: Sequence[float], answerable: Sequence[float]) -> FloorDerivation:
     """The floor between off-topic and answerable best cosines (see the module docstring)."""
     if not off_topic or not answerable:
         raise ValueError("derive_floor needs off-topic and answerable cosines")
-    high_off, low_ans = percentile(off_topic, OFF_TOPIC_Q), percentile(answerable, ANSWERABLE_Q)
+    high_off, low_ans = _percentile(off_topic, OFF_TOPIC_Q), _percentile(answerable, ANSWERABLE_Q)
     separated = high_off < low_ans
     floor = min(high_off, low_ans)
     rule = "off-topic p99" if separated else "answerable p01 (off-topic p99 overlaps it)"
     return FloorDerivation(round(floor, 4), round(high_off, 4), round(low_ans, 4), separated, rule)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """``percentile`` of a sample the caller has checked is not empty (None only means empty)."""
+    value = percentile(values, q)
+    if value is None:
+        raise ValueError("no values to take a percentile of")
+    return value
 
 
 @dataclass(frozen=True)

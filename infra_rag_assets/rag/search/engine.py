@@ -13,7 +13,7 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..index.config import BuildConfig
 from ..operate import releases
@@ -25,6 +25,10 @@ from .page_vectors import version_page_vectors
 from .ranker import Ranker, fallback_reason, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
 from .retrieval_config import VERSION_RANKER, without_ranker
+
+if TYPE_CHECKING:  # opened lazily at run time (Tantivy, LanceDB)
+    from ..index.lexical_store import LexicalSearcher
+    from ..index.vector_store import VectorSearcher
 
 DEFAULT_CONFIG = "hybrid-learned"  # each version's own page ranker; hybrid-page order without one
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
@@ -63,11 +67,9 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
 def _has_vectors(home: DataHome, version: str) -> bool:
     """A build killed while embedding can leave a version with chunks and a Tantivy index
     (lexical_index may finish first) but no LanceDB table: not servable, so skipped."""
-    import lancedb
+    from ..index.vector_store import table_exists
 
-    from ..index.vector_store import table_name
-
-    return table_name(version) in lancedb.connect(home.vectors_uri())
+    return table_exists(home.vectors_uri(), version)
 
 
 def served_model(home: DataHome, version: str, configured: str) -> str:
@@ -121,7 +123,9 @@ class QueryEngine:
         self.model_id = served_model(home, version, self.build_config.model_id)
         self.embedder = shared_embedder(self.model_id)
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.model_id))
-        self._vector = self._lexical = self._pages = None
+        self._vector: VectorSearcher | None = None
+        self._lexical: LexicalSearcher | None = None
+        self._pages: LexicalSearcher | Literal[False] | None = None  # False: the version has no page index
         self._retrievers: dict[str, Retriever] = {}
         self._lock = threading.RLock()
         self._searchers("hybrid")  # open both now: a model mismatch is refused before any query
@@ -135,7 +139,7 @@ class QueryEngine:
         """Run one query so the first user request pays no lazy loading (model, page index)."""
         self.search("warm up: how does a deployment roll out?", config=config, k=1)
 
-    def _searchers(self, mode: str) -> tuple[Any, Any]:
+    def _searchers(self, mode: str) -> tuple[VectorSearcher | None, LexicalSearcher | None]:
         from ..index.lexical_store import LexicalSearcher
         from ..index.vector_store import VectorSearcher
 
@@ -150,7 +154,7 @@ class QueryEngine:
         """The version's chunk-level lexical index: term document frequencies for answerability."""
         return self._searchers("lexical")[1]
 
-    def _page_searcher(self, config: RetrievalConfig) -> Any:
+    def _page_searcher(self, config: RetrievalConfig) -> LexicalSearcher | None:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
         from ..index.page_index import open_page_searcher
 

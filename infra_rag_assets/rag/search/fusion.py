@@ -92,10 +92,13 @@ def add_page_terms(fused: Sequence[tuple[str, float]], page_of: Callable[[str], 
     Order: best first, ties by chunk id (as every fusion here)."""
     lexical = minmax(page_lexical) if page_weight else {}
     cosine = minmax(best_per_page(dense, page_of)) if page_dense_weight else {}
-    scored = {}
+    scored: dict[str, float] = {}
     for cid, score in fused:
         page = page_of(cid)
-        scored[cid] = score + page_weight * lexical.get(page, 0.0) + page_dense_weight * cosine.get(page, 0.0)
+        # A chunk without a page (None) is in neither page signal: 0 from both.
+        page_bm25 = lexical.get(page, 0.0) if page is not None else 0.0
+        page_cosine = cosine.get(page, 0.0) if page is not None else 0.0
+        scored[cid] = score + page_weight * page_bm25 + page_dense_weight * page_cosine
     return _ordered(scored)
 
 
@@ -105,7 +108,8 @@ def cap_per_page(items: Sequence[T], page_of: Callable[[T], str], max_per_page: 
     if max_per_page <= 0:
         return list(items)
     seen: dict[str, int] = {}
-    head, overflow = [], []
+    head: list[T] = []
+    overflow: list[T] = []
     for item in items:
         page = page_of(item)
         seen[page] = seen.get(page, 0) + 1

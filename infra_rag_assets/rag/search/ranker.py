@@ -96,8 +96,8 @@ class Ranker:
             raise ValueError(f"ranker format {body['format']!r}, expected {FORMAT!r}")
         if data.get("hash") != _hash(body):
             raise ValueError("ranker weights do not match their hash")
-        return cls(tuple(body["feature_names"]), *(tuple(map(float, body[k])) for k in ("mean", "scale", "weights")),
-                   meta=dict(data.get("meta") or {}))
+        mean, scale, weights = (tuple(map(float, body[k])) for k in ("mean", "scale", "weights"))
+        return cls(tuple(body["feature_names"]), mean, scale, weights, meta=dict(data.get("meta") or {}))
 
     @property
     def hash(self) -> str:

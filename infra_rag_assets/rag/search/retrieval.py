@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..index.lexical_store import LexicalSearcher
 from ..index.page_index import open_page_searcher
@@ -261,7 +261,8 @@ class Retriever:
         for hit, score in zip(head, scores):
             hit.rerank_score = score
         order = {h.chunk_id: i for i, h in enumerate(head)}  # stable tie-break: fused position
-        return sorted(head, key=lambda h: (-h.rerank_score, order[h.chunk_id])) + tail
+        # Every head hit got its rerank_score just above.
+        return sorted(head, key=lambda h: (-cast(float, h.rerank_score), order[h.chunk_id])) + tail
 
     def _reranker_model(self) -> Any:
         if self._reranker is None:

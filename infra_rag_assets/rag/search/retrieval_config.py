@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ..index.lexical_store import DEFAULT_BOOSTS
 from .fusion import FusionSettings
@@ -125,7 +125,16 @@ _PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 10
 #   (calibration.py); answerability refuses questions naming a word the corpus lacks
 #   (answerability.py), which is what catches the near misses.
 DEFAULT_FLOOR = 0.35
-CALIBRATED = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
+
+
+class _FloorKnobs(TypedDict):
+    """The calibrated configs' floor knobs, typed so ``RetrievalConfig(**CALIBRATED)`` is checked."""
+
+    floor: float
+    calibrated_floor: bool
+
+
+CALIBRATED: _FloorKnobs = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
 LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py; base model only)
 VERSION_RANKER = "version"  # the served version's own ranker, fitted by the page_ranker asset
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
