@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..index.analysis import identifier_terms, prose_terms, stem
 from .prompts import ABSTENTION
-from .records import Answer, Citation, PassageLike, elapsed_ms
+from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
 
 EXTRACTIVE_MODEL = "extractive-v1"  # bump when sentence selection changes, like a model id
 EXTRACTIVE_PREFIX = "Extractive answer (no LLM): "
@@ -105,8 +105,8 @@ def answer_extractive(question: str, passages: Sequence[PassageLike], *,
                       max_sentences: int = 3) -> Answer:  # fmt: skip
     """Quote the best-matching sentences verbatim, in passage order, each with its ``[n]``."""
     started = time.perf_counter()
-    base = dict(question=question, method="extractive", model=EXTRACTIVE_MODEL,
-                prompt_name="", prompt_hash="")  # fmt: skip
+    base = AnswerBase(question=question, method="extractive", model=EXTRACTIVE_MODEL,
+                      prompt_name="", prompt_hash="")  # fmt: skip
     pool = _sentence_pool(passages)
     picked = _pick(pool, _question_groups(question), max_sentences)
     if not picked:

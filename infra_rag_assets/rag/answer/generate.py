@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import anthropic
-from anthropic.types import Message
+from anthropic.types import DocumentBlockParam, Message, TextBlockParam
 
 from ... import settings
 from .extractive import answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
-from .records import Answer, Citation, Match, PassageLike, elapsed_ms
+from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms
 
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL
 DEFAULT_PROMPT = "answer-with-citations"
@@ -49,7 +49,7 @@ def answer_with_claude(
     sent = [i for i, p in enumerate(passages) if p.text.strip()]  # the API rejects empty docs
     if not sent:
         return Answer(text=ABSTENTION, citations=[], outcome="abstained", **base)
-    content = [_document_block(passages[i]) for i in sent]
+    content: list[DocumentBlockParam | TextBlockParam] = [_document_block(passages[i]) for i in sent]
     content.append({"type": "text", "text": spec.render(question)})
     started = time.perf_counter()
     try:
@@ -69,15 +69,15 @@ def answer_with_claude(
     return _from_response(response, passages, sent, base, elapsed_ms(started))
 
 
-def _claude_base(question: str, spec: Prompt, model: str | None) -> dict[str, Any]:
+def _claude_base(question: str, spec: Prompt, model: str | None) -> AnswerBase:
     model = model or settings.claude_model() or DEFAULT_MODEL
-    return dict(question=question, method="claude", model=model,
-                prompt_name=spec.id, prompt_hash=spec.hash)  # fmt: skip
+    return AnswerBase(question=question, method="claude", model=model,
+                      prompt_name=spec.id, prompt_hash=spec.hash)  # fmt: skip
 
 
-def _document_block(p: PassageLike) -> dict[str, Any]:
+def _document_block(p: PassageLike) -> DocumentBlockParam:
     """The chunk text verbatim as ``data``: citation offsets are then chunk offsets."""
-    block: dict[str, Any] = {
+    block: DocumentBlockParam = {
         "type": "document",
         "source": {"type": "text", "media_type": "text/plain", "data": p.text},
         "title": _title(p),
@@ -94,9 +94,9 @@ def _title(p: PassageLike) -> str:
 
 
 def _from_response(response: Message, passages: Sequence[PassageLike], sent: list[int],
-                   base: dict[str, Any], latency_ms: float) -> Answer:  # fmt: skip
+                   base: AnswerBase, latency_ms: float) -> Answer:  # fmt: skip
     usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
-    common = dict(usage=usage, latency_ms=latency_ms, stop_reason=response.stop_reason or "")
+    common: dict[str, Any] = dict(usage=usage, latency_ms=latency_ms, stop_reason=response.stop_reason or "")
     blocks = [b for b in response.content if b.type == "text"]
     raw = "".join(b.text for b in blocks).strip()
     if response.stop_reason == "refusal" or not raw:
@@ -168,7 +168,7 @@ def _one_line_error(exc: anthropic.AnthropicError) -> str:
     return " ".join(msg.split())[:300]
 
 
-def _error_answer(base: dict[str, Any], error: str, started: float) -> Answer:
+def _error_answer(base: AnswerBase, error: str, started: float) -> Answer:
     return Answer(text="", citations=[], outcome="error", error=error,
                   latency_ms=elapsed_ms(started), **base)  # fmt: skip
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 Outcome = Literal["answered", "abstained", "error"]
 Method = Literal["claude", "extractive"]
@@ -67,6 +67,16 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class AnswerBase(TypedDict):
+    """The :class:`Answer` fields an answerer fixes before it tries (``Answer(**base, ...)``)."""
+
+    question: str
+    method: Method
+    model: str
+    prompt_name: str
+    prompt_hash: str
 
 
 # --- Claude -------------------------------------------------------------------------------
