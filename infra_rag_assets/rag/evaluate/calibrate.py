@@ -7,6 +7,8 @@ rule itself is ``search.calibration.derive_floor``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..search.calibration import Calibration, calibrate
 from ..search.retrieval_config import RetrievalConfig
 from .benchmarks import Benchmark, answerable_sample
@@ -32,9 +34,10 @@ def measure_calibration(engine, off_topic: Benchmark, answerable: Benchmark, *, 
                       f"{len(refused)} off-topic; {min_questions} each needed): the fixed floor applies")
     cosines = {name: [c for c in (best_cosine(engine, r.question) for r in records) if c is not None]
                for name, records in (("off_topic", refused), ("answerable", chosen))}
-    sources = {"off_topic": {"benchmark": off_topic.name, "benchmark_hash": off_topic.version_hash},
-               "answerable": {"benchmark": answerable.name, "benchmark_hash": answerable.version_hash,
-                              "sample": sample, "seed": seed}}
+    sources: dict[str, dict[str, Any]] = {
+        "off_topic": {"benchmark": off_topic.name, "benchmark_hash": off_topic.version_hash},
+        "answerable": {"benchmark": answerable.name, "benchmark_hash": answerable.version_hash,
+                       "sample": sample, "seed": seed}}
     # The weights that made the cosines: an adapted version's model, not the base its config names.
     return calibrate(engine.version, cosines["off_topic"], cosines["answerable"],
                      model_hash=engine.embedder.weights_hash,

@@ -101,8 +101,8 @@ def run_canaries(engine: Any, canaries: list[Canary], config: RetrievalConfig,
     results, traces = [], []
     can_abstain = (config.floor is not None and config.mode != "lexical") or config.answerability
     for canary in canaries:
-        base = dict(id=canary.id, question=canary.question, expected_outcome=canary.expected_outcome,
-                    expected_doc=canary.expected_doc)
+        base: dict[str, Any] = dict(id=canary.id, question=canary.question, expected_outcome=canary.expected_outcome,
+                                    expected_doc=canary.expected_doc)
         if canary.expected_outcome == "abstained" and not can_abstain:
             results.append(CanaryResult(**base, status="skipped", outcome="not run",
                                         detail=f"skipped: no floor or answerability in {config.name}"))

@@ -164,10 +164,12 @@ def _evaluate(gate: Gate, candidate: Mapping, release: Mapping | None) -> GateOu
         why = "undefined (None/NaN)" if gate.key in candidate else "missing from candidate"
         return GateOutcome(gate, None, None, False, f"{label}: metric {why}")
     if gate.comparison == "floor":
+        assert gate.threshold is not None  # load_gates sets the bound each comparison needs
         ok = value >= gate.threshold - _EPS
         return GateOutcome(gate, value, None, ok,
                            f"{label} = {value:.4g}, floor {gate.threshold:g}")
     if gate.comparison == "ceiling":
+        assert gate.threshold is not None
         ok = value <= gate.threshold + _EPS
         return GateOutcome(gate, value, None, ok,
                            f"{label} = {value:.4g}, ceiling {gate.threshold:g}")
@@ -181,6 +183,7 @@ def _vs_release(gate: Gate, value: float, release: Mapping | None, label: str) -
     baseline = _number(release, gate.key)
     if baseline is None:
         return GateOutcome(gate, value, None, True, f"{label}: release has no value to compare")
+    assert gate.tolerance is not None  # load_gates sets it on every vs_release gate
     change = value - baseline
     regression = change if gate.lower_is_better else -change
     ok = regression <= gate.tolerance + _EPS

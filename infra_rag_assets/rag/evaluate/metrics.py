@@ -51,7 +51,7 @@ def hit_at(rank: int | None, k: int) -> bool:
 
 def reciprocal_rank(rank: int | None, k: int = 10) -> float:
     """1/rank when the first relevant page is within ``k``, else 0 (MRR@k per question)."""
-    return 1.0 / rank if hit_at(rank, k) else 0.0
+    return 1.0 / rank if rank is not None and hit_at(rank, k) else 0.0
 
 
 def ndcg_at(ranked_doc_ids: Sequence[str], relevant: set[str], k: int = 10) -> float:
