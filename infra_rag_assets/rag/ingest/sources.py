@@ -246,10 +246,12 @@ def mirror_fingerprint(source: Source) -> str:
     """
     digest = hashlib.sha256(source.name.encode())
     for page in iter_pages(source):
+        entry = page.entry
+        assert entry is not None  # iter_pages gives every page its entry
         try:
-            token = hash_entry(page.entry, MAX_PAGE_BYTES)
+            token = hash_entry(entry, MAX_PAGE_BYTES)
         except OSError as exc:
-            token = f"{page.entry.status}:{page.entry.reason or exc}"
+            token = f"{entry.status}:{entry.reason or exc}"
         digest.update(page.rel_path.encode() + b"\0" + token.encode())
     return digest.hexdigest()
 

@@ -17,7 +17,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Self
+from typing import IO, Any, Self
 
 from ..models import ParsedDocument
 from .dispatch import failed, parse_page
@@ -34,7 +34,7 @@ class ParseWorker:
 
     def __init__(self, budget_s: float = PARSE_BUDGET_S):
         self.budget_s = budget_s
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
         self._proc = self._start()  # started up front, so no page's parse_ms includes it
@@ -43,14 +43,15 @@ class ParseWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)}
         proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
+        _, stdout = _pipes(proc)
         # The worker says "ready" once its imports are done, so no page's budget pays for them.
-        ready, _, _ = select.select([proc.stdout], [], [], _START_TIMEOUT_S)
-        if not ready or _read(proc.stdout) != "ready":
+        ready, _, _ = select.select([stdout], [], [], _START_TIMEOUT_S)
+        if not ready or _read(stdout) != "ready":
             proc.kill()
             proc.wait()
             raise RuntimeError(f"parser worker ({sys.executable} -m {__name__}) did not start")
@@ -59,14 +60,14 @@ class ParseWorker:
     def parse(self, kind: str, raw: bytes, **kwargs: str) -> ParsedDocument:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = self._start()  # a worker that cannot start fails the run, not each page
-        proc = self._proc
+        stdin, stdout = _pipes(self._proc)
         try:
-            _write(proc.stdin, (kind, raw, kwargs))
-            ready, _, _ = select.select([proc.stdout], [], [], self.budget_s)
+            _write(stdin, (kind, raw, kwargs))
+            ready, _, _ = select.select([stdout], [], [], self.budget_s)
             if not ready:
                 self.close()
                 return failed(kind, f"parse exceeded the {self.budget_s:g} s time budget; stopped")
-            return _read(proc.stdout)
+            return _read(stdout)
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
             self.close()
             return failed(kind, f"parser process died ({type(exc).__name__}); page skipped")
@@ -75,18 +76,24 @@ class ParseWorker:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
-            for pipe in (self._proc.stdin, self._proc.stdout):
+            for pipe in _pipes(self._proc):
                 pipe.close()
             self._proc = None
 
 
-def _write(stream, value: object) -> None:
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The worker's (stdin, stdout): both were opened as pipes, so neither is None."""
+    assert proc.stdin is not None and proc.stdout is not None
+    return proc.stdin, proc.stdout
+
+
+def _write(stream: IO[bytes], value: object) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(data)) + data)
     stream.flush()
 
 
-def _read(stream) -> object:
+def _read(stream: IO[bytes]) -> Any:  # whatever the other side pickled
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError("worker closed its pipe")

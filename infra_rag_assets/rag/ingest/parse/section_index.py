@@ -38,10 +38,11 @@ def _child_key(rel_path: str) -> tuple[str, bool] | None:
 
 
 def _weight(meta: Mapping[str, Any]) -> float:
+    weight = meta.get("weight")
     try:
-        return float(meta.get("weight"))
+        return float("inf") if weight is None else float(weight)  # Hugo's ByWeight puts unweighted pages last
     except (TypeError, ValueError):
-        return float("inf")  # Hugo's ByWeight puts unweighted pages last
+        return float("inf")
 
 
 def section_listings(pages: Iterable[tuple[str, Mapping[str, Any]]],
