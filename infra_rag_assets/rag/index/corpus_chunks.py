@@ -19,7 +19,7 @@ from .embedding import text_hash
 from .tokens import TokenCounter
 
 SECTION_SEP = " › "
-CHUNK_SCHEMA = {
+CHUNK_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "chunk_id": pl.String, "doc_id": pl.String, "source": pl.String, "project": pl.String,
     "page_id": pl.String, "url": pl.String, "title": pl.String, "section_path": pl.String,
     "anchor": pl.String, "pages": pl.List(pl.Int32), "page_kind": pl.String, "ordinal": pl.Int32,

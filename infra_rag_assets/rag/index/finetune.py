@@ -34,7 +34,7 @@ import random
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ class TrainExample:
 class TrainPairs(list):
     """``list[TrainExample]`` that also says what was read and skipped, and from which bytes."""
 
+    composition: dict[str, int]  # example counts (labelled, per doc kind, per project); set by training_set()
+
     def __init__(self, examples: Iterable[TrainExample], *, questions: int, skipped: int, train_data_hash: str):
         super().__init__(examples)
         self.questions = questions
@@ -84,7 +86,7 @@ def examples_hash(examples: Sequence[TrainExample]) -> str:
     return digest.hexdigest()
 
 
-def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[dict], *, max_questions: int | None = None,
+def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[Mapping], *, max_questions: int | None = None,
                      seed: int = 0, dense_miner: DenseMiner | None = None, bm25: BM25 | None = None) -> TrainPairs:
     """One (question, positive, hard negative) per train question whose page has chunks.
 
@@ -119,7 +121,7 @@ def _sample(rows: list[dict], max_questions: int | None, seed: int) -> list[dict
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: list[dict], texts: list[str],
+def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: Sequence[Mapping], texts: list[str],
              dense_scores: np.ndarray | None = None) -> TrainExample:
     """Positive: best page chunk for question + answer (the chunk that holds the answer).
     Negative: best chunk of any other page for the question alone (what BM25 would wrongly
@@ -163,7 +165,9 @@ def no_duplicate_batches(examples: Sequence[TrainExample], batch_size: int, seed
     random.Random(seed).shuffle(pending)
     batches = []
     while pending:
-        batch, seen, rest = [], set(), []
+        batch: list[TrainExample] = []
+        seen: set[str] = set()
+        rest: list[TrainExample] = []
         for ex in pending:
             if len(batch) < batch_size and not {ex.positive, ex.negative} & seen:
                 batch.append(ex)

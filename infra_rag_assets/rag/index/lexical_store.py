@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import tantivy
 
@@ -236,7 +236,8 @@ class LexicalSearcher:
         counts as one edit): used to tell a typo of a corpus word from a word the corpus lacks."""
         query = tantivy.Query.fuzzy_term_query(self._schema, field, term, distance=distance,
                                                transposition_cost_one=True, prefix=False)
-        return self._searcher.search(query, 1, count=True).count > 0
+        result = self._searcher.search(query, 1, count=True)
+        return result.count > 0  # type: ignore[attr-defined]  # tantivy's stub omits SearchResult.count
 
     def search(
         self,
@@ -254,7 +255,8 @@ class LexicalSearcher:
         for flt in self._filter_queries(filters or {}):
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(flt, 0.0)))
         hits = self._searcher.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
-        return [(self._searcher.doc(addr).get_first("chunk_id"), score) for score, addr in hits]
+        # Every document is indexed with its chunk_id, so get_first never returns None here.
+        return [(cast(str, self._searcher.doc(addr).get_first("chunk_id")), score) for score, addr in hits]
 
     def _text_query(self, query: str, boosts: dict[str, float]) -> tantivy.Query | None:
         """OR of boosted term queries; alone it requires at least one term to match."""

@@ -29,12 +29,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.db import LanceDBConnection
 
 from infra_rag_assets import settings
 from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
@@ -125,7 +126,7 @@ def write_vectors(
     if ids.null_count or pc.count_distinct(ids).as_py() != data.num_rows:
         raise ValueError("every row needs a distinct, non-null chunk_id")
     name = table_name(version)
-    db = lancedb.connect(db_uri)
+    db = _connect(db_uri)
     mode = "overwrite" if name in db else "create"  # "overwrite" of nothing logs a Lance WARN
     table = db.create_table(name, data, schema=schema, mode=mode)
     return TableStats(
@@ -133,12 +134,18 @@ def write_vectors(
     )
 
 
+def _connect(db_uri: str) -> LanceDBConnection:
+    """A local or object-store URI connects to a ``LanceDBConnection`` (only LanceDB Cloud's
+    ``db://`` gives a remote one, which has neither ``in`` nor ``drop_table(ignore_missing=)``)."""
+    return cast(LanceDBConnection, lancedb.connect(db_uri))
+
+
 def _open(db_uri: str, version: str) -> Any:
-    return lancedb.connect(db_uri).open_table(table_name(version))
+    return _connect(db_uri).open_table(table_name(version))
 
 
 def table_exists(db_uri: str, version: str) -> bool:
-    return table_name(version) in lancedb.connect(db_uri)
+    return table_name(version) in _connect(db_uri)
 
 
 def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
@@ -171,7 +178,7 @@ def count_rows(db_uri: str, version: str) -> int:
 
 def drop_version(db_uri: str, version: str) -> None:
     """Delete the table of ``version``; a missing table is not an error."""
-    lancedb.connect(db_uri).drop_table(table_name(version), ignore_missing=True)
+    _connect(db_uri).drop_table(table_name(version), ignore_missing=True)
 
 
 def _quote(value: Any) -> str:
