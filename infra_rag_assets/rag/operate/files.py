@@ -55,7 +55,7 @@ def write_json(path: Path, value: Any) -> None:
         os.fsync(stream.fileno())
 
 
-def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Replace ``path`` with what ``write`` puts in a temp file of the same directory (fsynced,
     then renamed): readers see the old content or the new, never a torn file."""
     path = Path(path)

@@ -50,7 +50,8 @@ def trace_row(*, origin: str, version: str, config_name: str, result: Any, answe
     """Build a trace row from a RetrievalResult and an optional Answer."""
     hits = [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score, "dense_score": h.dense_score,
              "lexical_score": h.lexical_score, "url": h.url} for h in result.hits]
-    citations = [asdict(c) if is_dataclass(c) else c for c in (answer.citations if answer else [])]
+    citations = [asdict(c) if is_dataclass(c) and not isinstance(c, type) else c
+                 for c in (answer.citations if answer else [])]
     return {
         "trace_id": trace_id or new_trace_id(), "occurred_at": _now(),
         "origin": origin, "question": result.question, "index_version": version,
@@ -127,7 +128,8 @@ class TraceSink:
     def _run(self) -> None:
         while True:
             item = self._queue.get()
-            batch, markers = [], []
+            batch: list[dict] = []
+            markers: list[threading.Event] = []
             while item is not None:
                 (markers if isinstance(item, threading.Event) else batch).append(item)
                 if len(batch) >= 500:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import polars as pl
@@ -135,7 +135,8 @@ class Warehouse(WarehouseReads):
 
     def frame(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         with self.connect(read_only=True) as con:
-            return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())
+            # An Arrow table converts to a DataFrame (from_arrow gives a Series only for an array).
+            return cast(pl.DataFrame, pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table()))
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
         with self.connect(read_only=True) as con:
