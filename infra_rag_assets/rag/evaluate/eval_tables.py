@@ -1,0 +1,105 @@
+"""What an evaluation stores and reports: result and metric frames, slice tables, headline
+numbers and gate outcomes (no Dagster).
+
+Gates read a version's metrics back from the warehouse as ``{(regime, slice, metric): value}``
+and judge them against the gates file and the currently released version's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from ... import settings
+from ..index.config import stable_hash
+from ..operate import releases
+from ..operate.warehouse import Warehouse
+from . import gates as gate_lib
+from .eval_plan import EvalOutcome
+from .evaluation import BenchmarkRun
+from .metrics import METRIC_NAMES
+
+# Headline numbers, emitted as float metadata (plotted across versions in the UI) by eval_run,
+# release and serving_release: (regime, slice, metric) as the gates name them.
+HEADLINE_METRICS = ("mrr@10", "hit@5", "latency_p95_ms", "abstention_recall")
+SLICE_METRICS = ("mrr@10", "hit@5")
+SLICE_REGIMES = ("serving", "dense", "lexical")
+
+
+def eval_frames(runs: Sequence[BenchmarkRun], version: str, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-question rows and long-format metrics (one row per regime × slice × metric)."""
+    results: list[dict] = []
+    metrics: list[dict] = []
+    for run in runs:
+        results += [{**row, "index_version": version, "run_id": run_id, "benchmark": run.benchmark,
+                     "benchmark_hash": run.benchmark_hash} for row in run.rows]
+        for regime, summaries in run.summaries.items():
+            for summary in summaries:
+                slice_name, _, slice_value = summary["slice"].partition("=")
+                metrics += [{"index_version": version, "run_id": run_id, "benchmark": run.benchmark,
+                             "regime": regime, "slice": slice_name, "slice_value": slice_value, "metric": metric,
+                             "value": None if summary.get(metric) is None else float(summary[metric]),
+                             "n": summary.get("n")} for metric in METRIC_NAMES]
+    return (pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
+            pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}))
+
+
+def slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:
+    """MRR and hit@5 of the serving, dense and lexical regimes per value of one slice."""
+    wanted = (metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(SLICE_METRICS)
+                             & pl.col("regime").is_in(SLICE_REGIMES))
+              .with_columns(pl.col("value").round(3)))
+    if wanted.is_empty():
+        return wanted
+    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"),
+                                pl.col("n").cast(pl.Int64))
+            .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value")
+            .sort("benchmark", "slice_value"))
+
+
+def coverage_frame(outcome: EvalOutcome) -> pl.DataFrame:
+    """Per benchmark: its hash, questions scored and not in the corpus, and which run measured it."""
+    return pl.DataFrame([{"benchmark": r.benchmark, "benchmark_hash": r.benchmark_hash[:12], "scored": r.covered,
+                          "not_in_corpus": r.uncovered, "measured_in": outcome.measured_in[r.benchmark]}
+                         for r in outcome.runs])
+
+
+def regime_hashes(results: pl.DataFrame) -> dict:
+    """Regime label -> hash of the retrieval config it ran."""
+    return dict(results.select("regime", "retrieval_config_hash").unique().iter_rows()) if len(results) else {}
+
+
+def eval_data_version(upstream_versions: Sequence[str], runs: Sequence[BenchmarkRun]) -> str:
+    """Changes exactly when an upstream data version or a benchmark's content does."""
+    return stable_hash([*upstream_versions, *(r.benchmark_hash for r in runs)], 16)
+
+
+def headline(table: Mapping[tuple[str, str, str], float | None]) -> dict[str, float | None]:
+    """The serving regime's overall headline metrics of every benchmark, e.g. ``serving/overall/mrr@10``."""
+    return {"/".join(key): value for key, value in sorted(table.items())
+            if key[0] == "serving" and key[1].endswith("overall") and key[2] in HEADLINE_METRICS}
+
+
+def metric_table_for(warehouse: Warehouse, version: str) -> dict[tuple[str, str, str], float | None]:
+    """``{(regime, slice, metric): value}`` of the version's eval_run, as gates read it."""
+    table = {}
+    for b, regime, s, v, metric, value in warehouse.eval_metric_rows(version):
+        slice_name = "overall" if s == "overall" else f"{s}={v}"
+        table[(regime, gate_lib.slice_key(b, slice_name), metric)] = value
+    return table
+
+
+def gate_outcomes(warehouse: Warehouse, version: str, gates_file: Path | str | None = None) -> list:
+    """Every gate of the gates file judged on the version, against the current release (if another)."""
+    current = releases.current_release(warehouse)
+    baseline = metric_table_for(warehouse, current) if current and current != version else None
+    gates = gate_lib.load_gates(gates_file or settings.gates_file())
+    return gate_lib.evaluate_gates(gates, metric_table_for(warehouse, version), baseline)
+
+
+def gate_frame(outcomes: Sequence[gate_lib.GateOutcome]) -> pl.DataFrame:
+    """One row per gate outcome: name, passed, value, baseline, message."""
+    return pl.DataFrame([{"gate": o.gate.name, "passed": o.passed, "value": o.value, "baseline": o.baseline,
+                          "message": o.message} for o in outcomes]) if outcomes else pl.DataFrame()
