@@ -19,7 +19,7 @@ import json
 import time
 
 from infra_rag_assets.defs.index.models import model_for_version, train_version_model
-from infra_rag_assets.defs.resources import BuildSettings, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
 from infra_rag_assets.rag.index.config import BuildConfig
 
 
@@ -32,12 +32,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--max-seq-length", type=int)
     args = parser.parse_args()
-    store = RagStore(home=args.home)
+    store = DataHomeResource(home=args.home)
     recipe = BuildSettings(adapt=True).recipe()
     overrides = {"labelled_examples": args.labelled, "doc_examples": args.doc, "epochs": args.epochs,
                  "max_seq_length": args.max_seq_length}
     recipe = dataclasses.replace(recipe, **{k: v for k, v in overrides.items() if v is not None})
-    recorded = BuildConfig.from_dict(store.warehouse().version_config(args.version) or {})
+    recorded = BuildConfig.from_dict(store.data_home().warehouse().version_config(args.version) or {})
     config = dataclasses.replace(recorded, adaptation=recipe)
     model = model_for_version(store, args.version, config)
     print(f"model {model.key}: {model.model_id}", flush=True)

@@ -15,7 +15,7 @@ from .defs.evaluate import abstention_calibration, eval_run, page_ranker
 from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, source_pages
 from .defs.operate import automation, operations, release, served_traces
-from .defs.resources import BuildSettings, EmbedderResource, RagStore
+from .defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 
 ASSETS = [source_pages.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
           indexes.lexical_index, abstention_calibration.abstention_calibration, page_ranker.page_ranker,
@@ -32,5 +32,5 @@ defs = dg.Definitions(
     jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],
     sensors=[automation.sources_changed, automation.serve_approved_builds],
-    resources={"store": RagStore(), "settings": BuildSettings(), "embedding": EmbedderResource()},
+    resources={"store": DataHomeResource(), "settings": BuildSettings(), "embedding": EmbedderResource()},
 )

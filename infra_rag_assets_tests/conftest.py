@@ -126,12 +126,12 @@ sources:
 
 @pytest.fixture
 def pipeline_env(tmp_path, fixture_sources):
-    """(ephemeral Dagster instance, RagStore in tmp, BuildSettings over the fixture sources)."""
+    """(ephemeral Dagster instance, DataHomeResource in tmp, BuildSettings over the fixture sources)."""
     import dagster as dg
 
-    from infra_rag_assets.defs.resources import BuildSettings, RagStore
+    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
 
-    store = RagStore(home=str(tmp_path / "home"))
+    store = DataHomeResource(home=str(tmp_path / "home"))
     settings = BuildSettings(sources_file=str(fixture_sources))
     with dg.DagsterInstance.ephemeral() as instance:
         yield instance, store, settings
@@ -158,9 +158,9 @@ def build_index_version(home: Path, sources: Path) -> str:
 
     from infra_rag_assets.control.builds import materialize_version, register_version
     from infra_rag_assets.control.stages import index_stages
-    from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 
-    store = RagStore(home=str(home))
+    store = DataHomeResource(home=str(home))
     settings = BuildSettings(sources_file=str(sources))
     with dg.DagsterInstance.ephemeral() as instance:
         version = register_version(instance, store, settings, created_by="test")

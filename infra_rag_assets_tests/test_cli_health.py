@@ -148,13 +148,13 @@ def test_bad_canary_file_is_one_line(cli, tmp_path):
 
 def test_release_canary_check_runs_in_the_canary_job(cli):
     from infra_rag_assets.definitions import defs
-    from infra_rag_assets.defs.resources import RagStore
+    from infra_rag_assets.defs.resources import DataHomeResource
 
     version = _release(cli.home)
     job = defs.resolve_job_def("canary")
     with dg.DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
-            instance=instance, resources={"store": RagStore(home=str(cli.home.root))},
+            instance=instance, resources={"store": DataHomeResource(home=str(cli.home.root))},
             run_config={"ops": {"release_canary": {"config": {"canary_file": str(cli.canaries)}}}})
     assert result.success
     [evaluation] = result.get_asset_check_evaluations()

@@ -130,7 +130,7 @@ def _assert_consistent(home: DataHome, versions: list[str]) -> None:
         chunks = counts.get(version, 0)
         assert chunks > 0, f"{version} has no chunks"
         assert count_rows(home.vectors_uri(), version) == chunks, f"{version}: vector rows != chunks"
-        assert LexicalSearcher.open(home.tantivy_root() / version).doc_count() == chunks, version
+        assert LexicalSearcher.open(home.version(version).tantivy).doc_count() == chunks, version
     leftovers = [p.name for p in home.tantivy_root().iterdir() if p.name.startswith((".staging-", ".old-"))]
     assert not leftovers, f"temporary index dirs left: {leftovers}"
 

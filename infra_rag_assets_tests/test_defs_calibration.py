@@ -10,7 +10,7 @@ import pytest
 
 from infra_rag_assets.control.builds import materialize_version
 from infra_rag_assets.defs.evaluate.eval_run import EvalRunConfig, experiment_configs
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 from infra_rag_assets.rag.search.retrieval_config import DEFAULT_FLOOR
@@ -40,7 +40,7 @@ def test_calibration_is_written_with_the_version_and_used_by_the_query_path(fres
         {"id": i, "question": q, "relevant": [d], "category": "smoke"} for i, q, d in ANSWERABLE])
     off_topic = _write(tmp_path / "off.jsonl", [
         {"id": f"o{n}", "question": q, "relevant": [], "category": "unanswerable"} for n, q in enumerate(OFF_TOPIC)])
-    store = RagStore(home=str(fresh_home))
+    store = DataHomeResource(home=str(fresh_home))
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [version])
         config = {"off_topic": off_topic, "answerable": answerable, "min_questions": 2}

@@ -11,7 +11,7 @@ import pytest
 
 from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.control.stages import index_stages
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 
 pytestmark = pytest.mark.build
 
@@ -50,7 +50,7 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
     bench = _write(tmp_path / "tiny.jsonl", QUESTIONS)
     answerable = _write(tmp_path / "answerable.jsonl", [q for q in QUESTIONS if q[2]])
     off_topic = _write(tmp_path / "off.jsonl", [q for q in QUESTIONS if not q[2]])
-    store = RagStore(home=str(tmp_path / "home"))
+    store = DataHomeResource(home=str(tmp_path / "home"))
     settings = BuildSettings(sources_file=str(fixture_sources), adapt=False)
     run_config = {"ops": {
         "eval_run": {"config": {"benchmarks": [bench],
@@ -67,7 +67,7 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
         return with_version, result
 
     def rows(version):
-        return store.warehouse().frame(
+        return store.data_home().warehouse().frame(
             "SELECT regime, question_id, rank, abstained, ranked_chunk_ids FROM eval_results "
             "WHERE index_version = ? ORDER BY regime, question_id", [version]).to_dicts()
 
@@ -80,7 +80,7 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
         assert meta["reused_rows"] == len(rows(second)) == len(rows(first)) > 0
         assert first in meta["coverage"] and rows(second) == rows(first)
         # No cross-encoder here: hybrid-rerank degrades on every question, as it did when stored.
-        degraded = store.warehouse().rows("SELECT DISTINCT regime FROM eval_results WHERE index_version = ? "
+        degraded = store.data_home().warehouse().rows("SELECT DISTINCT regime FROM eval_results WHERE index_version = ? "
                                           "AND degraded", [second])
         assert degraded == [("hybrid-rerank",)]
         calibration = _meta(reused, "abstention_calibration")

@@ -8,13 +8,13 @@ import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import materialize_version, register_version
-from infra_rag_assets.defs.resources import RagStore
+from infra_rag_assets.defs.resources import DataHomeResource
 
 pytestmark = pytest.mark.build
 
 
-def _docs(store: RagStore, version: str) -> dict[str, dict]:
-    frame = store.warehouse().frame("SELECT * FROM documents WHERE index_version = ?", [version])
+def _docs(store: DataHomeResource, version: str) -> dict[str, dict]:
+    frame = store.data_home().warehouse().frame("SELECT * FROM documents WHERE index_version = ?", [version])
     return {row["doc_id"]: row for row in frame.to_dicts()}
 
 
@@ -25,7 +25,7 @@ def test_ingestion_materializes_every_page_with_a_status(pipeline_env):
     result = materialize_version(version, ["source_pages", "documents"], instance, store, settings)
     assert result.success
 
-    pages = store.warehouse().frame("SELECT * FROM source_pages WHERE index_version = ?", [version])
+    pages = store.data_home().warehouse().frame("SELECT * FROM source_pages WHERE index_version = ?", [version])
     docs = _docs(store, version)
     assert len(pages) == len(docs) == 12  # every file gets exactly one record
     assert docs["kubernetes:concepts_services-networking_endpoint-slices"]["status"] == "ok"
@@ -53,7 +53,7 @@ def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(pipeline_en
     version = register_version(instance, store, settings, created_by="test")
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
-    count = store.warehouse().rows("SELECT count(*) FROM documents WHERE index_version = ?", [version])[0][0]
+    count = store.data_home().warehouse().rows("SELECT count(*) FROM documents WHERE index_version = ?", [version])[0][0]
     assert count == 12
 
     second = register_version(instance, store, settings, created_by="test")
@@ -67,7 +67,7 @@ def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(pipeline_en
 def test_version_records_its_configuration(pipeline_env):
     instance, store, settings = pipeline_env
     version = register_version(instance, store, settings, created_by="test")
-    config = store.warehouse().version_config(version)
+    config = store.data_home().warehouse().version_config(version)
     assert {s["name"] for s in config["sources"]} >= {"kubernetes", "cncf-whitepapers"}
     assert all(s["fingerprint"] for s in config["sources"])
     assert config["model_id"] == "all-MiniLM-L6-v2" and config["parsers"]["pdf_files"].startswith("pdf@")

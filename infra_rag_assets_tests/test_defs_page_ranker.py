@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import materialize_version
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.serving_snapshot import snapshot_from_warehouse
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
@@ -46,7 +46,7 @@ def test_page_ranker_is_fitted_per_version_used_by_hybrid_learned_and_reused(fre
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps({"id": f"t{i}", "question": q, "relevant": [d], "category": "train"}) + "\n"
                              for i, (q, d) in enumerate(TRAIN)))
-    store = RagStore(home=str(fresh_home))
+    store = DataHomeResource(home=str(fresh_home))
     config = {"train": str(train), "min_questions": 3}
 
     first = _materialize(version, store, sources, config)

@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import change_serving, materialize_version, serve_if_approved
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.operate import releases
 
 pytestmark = pytest.mark.build
@@ -49,7 +49,7 @@ def env(fresh_home, built_index, tmp_path, monkeypatch):
     gates = tmp_path / "gates.yaml"
     gates.write_text(GATES)
     monkeypatch.setenv("INFRA_RAG_GATES", str(gates))
-    store = RagStore(home=str(fresh_home))
+    store = DataHomeResource(home=str(fresh_home))
     settings = BuildSettings(sources_file=str(built_index["sources"]))
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [built_index["version"]])
@@ -81,8 +81,8 @@ def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
     meta = result.asset_materializations_for_node("eval_run")[0].metadata
     assert "hybrid-weighted" in meta["scorecard"].value and "tiny" in meta["scorecard"].value
     assert "vectors" in meta["upstream_materializations"].value
-    assert releases.current_release(store.warehouse()) == version
-    rows = store.warehouse().frame("SELECT regime, question_id, rank, abstained FROM eval_results "
+    assert releases.current_release(store.data_home().warehouse()) == version
+    rows = store.data_home().warehouse().frame("SELECT regime, question_id, rank, abstained FROM eval_results "
                                    "WHERE index_version = ? AND regime = 'serving'", [version])
     by_id = {r["question_id"]: r for r in rows.to_dicts()}
     assert by_id["q-off-1"]["abstained"] and by_id["q-maxsurge"]["rank"] == 1
@@ -97,7 +97,7 @@ def test_releasing_what_already_serves_repairs_a_stale_pointer(env):
     pointer.unlink()
     assert change_serving(instance, store, "release", version, reason="again").success
     assert releases.read_pointer(pointer)["current"] == version
-    assert len(releases.history(store.warehouse())) == 1
+    assert len(releases.history(store.data_home().warehouse())) == 1
 
 
 def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
@@ -107,7 +107,7 @@ def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
                                                 "lexical-no-ident": {"base": "lexical",
                                                                      "boosts": {"body": 1.0, "title": 0.3}}})
     assert result.success
-    hashes = dict(store.warehouse().rows(
+    hashes = dict(store.data_home().warehouse().rows(
         "SELECT DISTINCT regime, retrieval_config_hash FROM eval_results WHERE index_version = ?", [version]))
     assert {"alpha-0.9", "lexical-no-ident", "hybrid-weighted"} <= set(hashes)
     assert hashes["alpha-0.9"] != hashes["hybrid-weighted"]
@@ -123,14 +123,14 @@ def test_degraded_config_is_refused_by_a_blocking_gate(env):
     assert checks["critical_gates"].passed is False
     assert "abstention-floor" in checks["critical_gates"].metadata["failed"].value
     assert not result.asset_materializations_for_node("release")  # blocked, never materialized
-    assert releases.current_release(store.warehouse()) is None
+    assert releases.current_release(store.data_home().warehouse()) is None
 
 
 def test_rollback_restores_previous_release(env):
     instance, store, settings, version, bench = env
-    releases.record(store.warehouse(), "older-version", "release", reason="seeded")
+    releases.record(store.data_home().warehouse(), "older-version", "release", reason="seeded")
     assert _evaluate_and_release(instance, store, settings, version, bench).success
-    assert releases.current_release(store.warehouse()) == version
+    assert releases.current_release(store.data_home().warehouse()) == version
     released = _serving_metadata(instance)
     assert released["serving_version"].value == version and released["reason"].value == "test release"
     assert isinstance(released["serving/tiny/overall/mrr@10"], dg.FloatMetadataValue)
@@ -138,7 +138,7 @@ def test_rollback_restores_previous_release(env):
     assert released["release_run"].value.endswith("/runs/" + _last_run_id(instance, "release_version"))
     result = change_serving(instance, store, "rollback", reason="bad answers")  # the rollback job
     assert result.success and _last_run_id(instance, "rollback") == result.run_id
-    assert releases.current_release(store.warehouse()) == "older-version"
+    assert releases.current_release(store.data_home().warehouse()) == "older-version"
     rolled = _serving_metadata(instance)
     assert (rolled["serving_version"].value, rolled["action"].value, rolled["reason"].value) == (
         "older-version", "rollback", "bad answers")
@@ -167,7 +167,7 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
     result = materialize_version(version, ["eval_run", "release"], instance, store, settings,
                                  EmbedderResource(batch_size=16), run_config={"ops": {"eval_run": {"config": config}}})
-    assert result.success and releases.current_release(store.warehouse()) is None  # approved, not served yet
+    assert result.success and releases.current_release(store.data_home().warehouse()) is None  # approved, not served yet
     run = instance.get_run_by_id(result.run_id)
     assert run.job_name == "reindex"
     success = next(e.dagster_event for e in instance.all_logs(run.run_id)
@@ -182,7 +182,7 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
     assert isinstance(request, dg.RunRequest)
     assert request.run_config["ops"]["serving_release"]["config"]["version"] == version
     served = serve_if_approved(instance, store, result)  # the CLI, after the run it waited for: the same rule
-    assert served is not None and served.success and releases.current_release(store.warehouse()) == version
+    assert served is not None and served.success and releases.current_release(store.data_home().warehouse()) == version
     assert isinstance(evaluate(run.tags), dg.SkipReason)  # served once: the sensor does not serve it again
     assert serve_if_approved(instance, store, result) is None
 
@@ -197,7 +197,7 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     from infra_rag_assets.cli import main
 
     instance, store, settings, version, bench = env
-    releases.record(store.warehouse(), "older-version", "release", reason="seeded")
+    releases.record(store.data_home().warehouse(), "older-version", "release", reason="seeded")
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
     assert materialize_version(version, ["eval_run"], instance, store, settings, EmbedderResource(batch_size=16),
                                run_config={"ops": {"eval_run": {"config": config}}}).success
@@ -210,10 +210,10 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     runner = CliRunner()
     done = runner.invoke(main, ["--home", store.home, "release", "--version", version])
     assert done.exit_code == 0, done.output
-    assert releases.current_release(store.warehouse()) == version
+    assert releases.current_release(store.data_home().warehouse()) == version
     done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed"])
     assert done.exit_code == 0 and "older-version" in done.output, done.output
-    assert releases.current_release(store.warehouse()) == "older-version"
+    assert releases.current_release(store.data_home().warehouse()) == "older-version"
     with dg.DagsterInstance.get() as cli_instance:
         events = cli_instance.fetch_materializations(dg.AssetKey("serving_release"), limit=5).records
         assert [e.asset_materialization.metadata["serving_version"].value for e in events] == ["older-version", version]

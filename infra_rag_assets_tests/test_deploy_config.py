@@ -78,10 +78,10 @@ def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
     import os
 
     from infra_rag_assets.control.builds import ensure_dagster_home, open_instance
-    from infra_rag_assets.defs.resources import RagStore
+    from infra_rag_assets.defs.resources import DataHomeResource
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    store = RagStore(home=str(tmp_path / "home"))
+    store = DataHomeResource(home=str(tmp_path / "home"))
     home = ensure_dagster_home(store)
     assert home == (tmp_path / "home" / "dagster").resolve()
     assert "DAGSTER_HOME" not in os.environ  # the CLI writes nothing to its environment

@@ -18,7 +18,7 @@ from infra_rag_assets.cli.main import without_adaptation
 from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.index.models import domain_model
-from infra_rag_assets.defs.resources import BuildSettings, EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.config import AdaptRecipe, BuildConfig
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, ModelMismatch, resolve_model_path, shared_embedder
 from infra_rag_assets.rag.index.embedding import weights_hash as model_weights_hash
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.build
 TINY = {"adapt_labelled_examples": 6, "adapt_doc_examples": 6, "adapt_max_seq_length": 32}
 
 
-def _build(instance: dg.DagsterInstance, store: RagStore, settings: BuildSettings) -> tuple[str, dict, dict]:
+def _build(instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildSettings) -> tuple[str, dict, dict]:
     """A new version through the indexes: (version, domain_model metadata, vectors metadata)."""
     version = register_version(instance, store, settings, created_by="test")
     result = materialize_version(version, index_stages(), instance, store, settings, EmbedderResource(batch_size=16))
@@ -46,7 +46,7 @@ def _meta(result, node: str) -> dict:
 
 def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_nothing(
         tmp_path, fixture_sources, train_subset):
-    store = RagStore(home=str(tmp_path / "home"))
+    store = DataHomeResource(home=str(tmp_path / "home"))
     settings = BuildSettings(sources_file=str(fixture_sources), adapt=True, train_split=str(train_subset), **TINY)
     with dg.DagsterInstance.ephemeral() as instance:
         first, model, vectors = _build(instance, store, settings)
@@ -55,15 +55,15 @@ def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_not
     base_hash = model_weights_hash(resolve_model_path(DEFAULT_MODEL))
     assert model["adapted"] and not model["reused_existing"] and model["examples"] == 12
     assert model["skipped_questions"] == OFF_FIXTURE and model["base_weights_hash"] == base_hash
-    assert model["weights_hash"] != base_hash and model["model_id"].startswith(str(store.root / "models"))
+    assert model["weights_hash"] != base_hash and model["model_id"].startswith(str(store.data_home().root / "models"))
     assert vectors["model_weights_hash"] == model["weights_hash"] and vectors["texts_embedded"] > 0
     # Unchanged rebuild (a new version name, same content): the same model, nothing trained or embedded.
     assert first != second and model2["reused_existing"] and model2["key"] == model["key"]
     assert model2["weights_hash"] == model["weights_hash"]
     assert vectors2["texts_embedded"] == 0 and vectors2["cache_hit_rate"] == 1.0
-    assert [p.name for p in (store.root / "models").iterdir() if not p.name.startswith(".")] == [model["key"]]
+    assert [p.name for p in (store.data_home().root / "models").iterdir() if not p.name.startswith(".")] == [model["key"]]
 
-    config = BuildConfig.from_dict(store.warehouse().version_config(second))  # the recipe, not the weights
+    config = BuildConfig.from_dict(store.data_home().warehouse().version_config(second))  # the recipe, not the weights
     assert config.model_id == DEFAULT_MODEL and config.model_hash == base_hash
     assert config.adaptation == AdaptRecipe(labelled_examples=6, doc_examples=6, max_seq_length=32,
                                             train_split=str(train_subset))
@@ -71,20 +71,20 @@ def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_not
     assert engine.embedder.weights_hash == model["weights_hash"] and engine.model_id == model["model_id"]
     assert engine.search("How does maxSurge work?", config="dense", k=3).hits
     with pytest.raises(ModelMismatch):  # the base model is refused for an adapted version
-        VectorSearcher.open(store.vectors_uri(), second, shared_embedder(DEFAULT_MODEL))
+        VectorSearcher.open(store.data_home().vectors_uri(), second, shared_embedder(DEFAULT_MODEL))
 
 
 def test_quick_build_passes_the_base_model_through(fresh_home, built_index):
     """The fixture builds are quick builds (conftest: INFRA_RAG_ADAPT=0): no recipe, no training."""
-    store, version = RagStore(home=str(fresh_home)), built_index["version"]
-    assert BuildConfig.from_dict(store.warehouse().version_config(version)).adaptation is None
+    store, version = DataHomeResource(home=str(fresh_home)), built_index["version"]
+    assert BuildConfig.from_dict(store.data_home().warehouse().version_config(version)).adaptation is None
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [version])
         result = dg.materialize([domain_model], instance=instance, partition_key=version, resources={"store": store})
     meta = _meta(result, "domain_model")
     base_hash = model_weights_hash(resolve_model_path(DEFAULT_MODEL))
     assert meta == {"model_id": DEFAULT_MODEL, "weights_hash": base_hash, "adapted": False}
-    assert read_model_info(store.vectors_uri(), version)["weights_hash"] == base_hash
+    assert read_model_info(store.data_home().vectors_uri(), version)["weights_hash"] == base_hash
     assert not (fresh_home / "models").exists()
 
 
@@ -99,12 +99,12 @@ def test_the_switches(monkeypatch, tmp_path):
 
 
 def test_the_eval_split_is_refused(fresh_home, built_index):
-    store, version = RagStore(home=str(fresh_home)), built_index["version"]
-    recorded = BuildConfig.from_dict(store.warehouse().version_config(version))
+    store, version = DataHomeResource(home=str(fresh_home)), built_index["version"]
+    recorded = BuildConfig.from_dict(store.data_home().warehouse().version_config(version))
     eval_split = str(TRAIN_SPLIT.with_name("qa_eval.jsonl"))
     config = dataclasses.replace(recorded, adaptation=AdaptRecipe(train_split=eval_split))
-    store.warehouse().record_version("v-eval", config.to_dict(), config.config_hash(), "x", "test")
-    store.warehouse().copy_partition("chunks", version, "v-eval")
+    store.data_home().warehouse().record_version("v-eval", config.to_dict(), config.config_hash(), "x", "test")
+    store.data_home().warehouse().copy_partition("chunks", version, "v-eval")
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", ["v-eval"])
         with pytest.raises(dg.Failure, match="train-split"):
@@ -112,7 +112,7 @@ def test_the_eval_split_is_refused(fresh_home, built_index):
 
 
 def test_training_set_mixes_labelled_and_label_free_pairs(built_index, train_subset):
-    warehouse = RagStore(home=str(built_index["home"])).warehouse()
+    warehouse = DataHomeResource(home=str(built_index["home"])).warehouse()
     rows = warehouse.chunks_of(built_index["version"], CHUNK_FIELDS).to_dicts()
     recipe = AdaptRecipe(labelled_examples=10, doc_examples=20, train_split=str(train_subset))
     pairs = training_set(recipe, rows, {})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import OFF_FIXTURE, PAGE
 
-from infra_rag_assets.defs.resources import RagStore
+from infra_rag_assets.defs.resources import DataHomeResource
 from infra_rag_assets.rag.index.corpus_chunks import embed_input
 from infra_rag_assets.rag.index.finetune import load_train_pairs, no_duplicate_batches
 from infra_rag_assets.rag.operate.warehouse import Warehouse
@@ -56,9 +56,9 @@ def test_dense_negatives_are_the_models_top_other_page_chunk(built_index, train_
     from infra_rag_assets.rag.index.finetune import DenseMiner
     from infra_rag_assets.rag.index.vector_store import read_vectors
 
-    store = RagStore(home=str(built_index["home"]))
+    store = DataHomeResource(home=str(built_index["home"]))
     chunks = _chunks(built_index["home"], built_index["version"])
-    stored = read_vectors(store.vectors_uri(), built_index["version"])
+    stored = read_vectors(store.data_home().vectors_uri(), built_index["version"])
     vectors = np.stack([stored[c["chunk_id"]] for c in chunks])
     embedder = shared_embedder("all-MiniLM-L6-v2")
     miner = DenseMiner(vectors=vectors, encode=embedder.encode)

@@ -321,16 +321,16 @@ def test_sensor_skips_a_broken_sources_file_and_registers_nothing(tmp_path):
     import dagster as dg
 
     from infra_rag_assets.defs.operate.automation import sources_changed
-    from infra_rag_assets.defs.resources import BuildSettings, RagStore
+    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
 
     (tmp_path / "empty").mkdir()
     bad = tmp_path / "bad.yaml"
     bad.write_text("sources:\n  - " + VALID.replace("MIRROR", str(tmp_path / "empty")) + "\n")
-    store = RagStore(home=str(tmp_path / "home"))
+    store = DataHomeResource(home=str(tmp_path / "home"))
     with dg.instance_for_test() as instance:
         context = dg.build_sensor_context(instance=instance, resources={
             "store": store, "settings": BuildSettings(sources_file=str(bad))})
         result = sources_changed(context)
         assert isinstance(result, dg.SkipReason) and "zero pages" in result.skip_message
         assert instance.get_dynamic_partitions("index_version") == []
-    assert store.warehouse().rows("SELECT count(*) FROM index_versions")[0][0] == 0
+    assert store.data_home().warehouse().rows("SELECT count(*) FROM index_versions")[0][0] == 0

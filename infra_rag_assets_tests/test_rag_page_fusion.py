@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.index.page_index import page_index_dir
 from infra_rag_assets.rag.search.fusion import add_page_terms, best_per_page, cap_per_page
@@ -52,8 +52,8 @@ def test_page_config_hash_and_validation():
 
 @pytest.fixture(scope="module")
 def index(built_index):
-    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
-    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    store, version = DataHomeResource(home=str(built_index["home"])), built_index["version"]
+    frame = store.data_home().warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
     embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
     return store, version, catalog_from_rows(frame.iter_rows(named=True)), embedder
 
@@ -64,7 +64,7 @@ QUESTION = "How do I roll back a Deployment to a previous revision?"
 @pytest.mark.build
 def test_page_index_has_one_document_per_page(index):
     store, version, catalog, _ = index
-    pages = LexicalSearcher.open(page_index_dir(store.tantivy_root() / version))
+    pages = LexicalSearcher.open(page_index_dir(store.data_home().version(version).tantivy))
     assert pages.doc_count() == len({row["doc_id"] for row in catalog.values()})
     top = pages.search(QUESTION, 3)
     assert top[0][0] == "kubernetes:concepts_workloads_controllers_deployment"  # ids are page ids
@@ -74,14 +74,14 @@ def test_page_index_has_one_document_per_page(index):
 def test_hybrid_page_uses_the_page_index_and_caps_pages(index):
     store, version, catalog, embedder = index
     config = NAMED_CONFIGS["hybrid-page"]
-    result = open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder,
+    result = open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder,
                             config).search(QUESTION, k=6)
     assert not result.degraded and result.timings_ms["page"] > 0
     assert result.hits[0].doc_id == "kubernetes:concepts_workloads_controllers_deployment"
     pages = [h.doc_id for h in result.hits]
     head = pages[: len(set(pages)) * config.max_per_page]
     assert all(head.count(p) <= config.max_per_page for p in set(head))
-    plain = open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder,
+    plain = open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder,
                            NAMED_CONFIGS["hybrid-weighted"]).search(QUESTION, k=6)
     assert [h.score for h in result.hits] != [h.score for h in plain.hits]  # the page terms were added
 
@@ -90,7 +90,7 @@ def test_hybrid_page_uses_the_page_index_and_caps_pages(index):
 def test_version_without_page_index_degrades_instead_of_failing(index, tmp_path):
     store, version, catalog, embedder = index
     chunk_dir = tmp_path / version
-    shutil.copytree(store.tantivy_root() / version, chunk_dir)  # chunk index only, no sibling .pages
-    result = open_retriever(store.vectors_uri(), chunk_dir, catalog, embedder,
+    shutil.copytree(store.data_home().version(version).tantivy, chunk_dir)  # chunk index only, no sibling .pages
+    result = open_retriever(store.data_home().vectors_uri(), chunk_dir, catalog, embedder,
                             NAMED_CONFIGS["hybrid-page"], version=version).search(QUESTION, k=5)
     assert result.degraded and "no page index" in result.degraded_reason and len(result.hits) == 5

@@ -209,12 +209,12 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     hybrid-page's order, each page's chunks together and capped."""
     import dataclasses
 
-    from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+    from infra_rag_assets.defs.resources import DataHomeResource, EmbedderResource
     from infra_rag_assets.rag.evaluate.metrics import page_ranking
     from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
 
-    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
-    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    store, version = DataHomeResource(home=str(built_index["home"])), built_index["version"]
+    frame = store.data_home().warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
     catalog = catalog_from_rows(frame.iter_rows(named=True))
     embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
     path = tmp_path / "ranker.json"
@@ -222,7 +222,7 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     page = NAMED_CONFIGS["hybrid-page"]
     learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(path))
     question = "How do I roll back a Deployment to a previous revision?"
-    runs = [open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, c)
+    runs = [open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, c)
             .search(question, k=6) for c in (page, learned)]
     assert not runs[1].degraded and runs[1].timings_ms["page"] > 0
     pages = [page_ranking(h.doc_id for h in run.hits) for run in runs]
@@ -242,12 +242,12 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     degraded. With them, the page whose centroid is nearest the question comes first."""
     import dataclasses
 
-    from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+    from infra_rag_assets.defs.resources import DataHomeResource, EmbedderResource
     from infra_rag_assets.rag.search.page_vectors import PageVectors
     from infra_rag_assets.rag.search.retrieval import NAMED_CONFIGS, catalog_from_rows, open_retriever
 
-    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
-    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    store, version = DataHomeResource(home=str(built_index["home"])), built_index["version"]
+    frame = store.data_home().warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
     catalog = catalog_from_rows(frame.iter_rows(named=True))
     embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
     ranker = Ranker(("c_cos",), (0.0,), (1.0,), (1.0,))
@@ -256,13 +256,13 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     page = NAMED_CONFIGS["hybrid-page"]
     learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(tmp_path / "ranker.json"))
     question = "How does Prometheus discover scrape targets?"
-    open_one = lambda config: open_retriever(store.vectors_uri(), store.tantivy_root() / version,  # noqa: E731
+    open_one = lambda config: open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy,  # noqa: E731
                                              catalog, embedder, config)
     baseline, blind = open_one(page).search(question, k=6), open_one(learned).search(question, k=6)
     assert blind.degraded and "page vectors" in blind.degraded_reason
     assert [h.chunk_id for h in blind.hits] == [h.chunk_id for h in baseline.hits]
 
-    pages = PageVectors.of_version(store.vectors_uri(), version, catalog)
+    pages = PageVectors.of_version(store.data_home().vectors_uri(), version, catalog)
     seeing = open_one(learned)
     seeing.page_vectors = pages
     result = seeing.search(question, k=6)

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from infra_rag_assets.defs.resources import EmbedderResource, RagStore
+from infra_rag_assets.defs.resources import DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.embedding import Embedder, ModelMismatch, resolve_model_path
 from infra_rag_assets.rag.index.tokens import HFTokenCounter
 from infra_rag_assets.rag.search.packing import pack_passages, passage_header
@@ -138,8 +138,8 @@ def test_packing_header_and_sources_dedup_by_url():
 @pytest.fixture(scope="module")
 def index(built_index):
     """The session-wide fixture-corpus index (conftest builds it once through the real stages)."""
-    store, version = RagStore(home=str(built_index["home"])), built_index["version"]
-    frame = store.warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
+    store, version = DataHomeResource(home=str(built_index["home"])), built_index["version"]
+    frame = store.data_home().warehouse().frame("SELECT * FROM chunks WHERE index_version = ?", [version])
     # The build's own process-wide model instance: loading a second copy would cost seconds.
     embedder = EmbedderResource().embedder("all-MiniLM-L6-v2")
     return store, version, catalog_from_rows(frame.iter_rows(named=True)), embedder
@@ -148,13 +148,13 @@ def index(built_index):
 def _retriever(index, config: RetrievalConfig | str, **kw) -> Retriever:
     store, version, catalog, embedder = index
     config = NAMED_CONFIGS[config] if isinstance(config, str) else config
-    return open_retriever(store.vectors_uri(), store.tantivy_root() / version, catalog, embedder, config, **kw)
+    return open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, config, **kw)
 
 
 def _count(index, where: str, params: list) -> int:
     store, version, *_ = index
     sql = f"SELECT count(*) FROM chunks WHERE index_version = ? AND {where}"
-    return store.warehouse().rows(sql, [version, *params])[0][0]
+    return store.data_home().warehouse().rows(sql, [version, *params])[0][0]
 
 
 @pytest.mark.build
@@ -287,7 +287,7 @@ def test_query_model_mismatch_is_refused(index, tmp_path):
     other = Embedder(str(copy))
     assert other.weights_hash != index[3].weights_hash
     store, version, catalog, _ = index
-    lancedb, tantivy_dir = store.vectors_uri(), store.tantivy_root() / version
+    lancedb, tantivy_dir = store.data_home().vectors_uri(), store.data_home().version(version).tantivy
     with pytest.raises(ModelMismatch):
         open_retriever(lancedb, tantivy_dir, catalog, other, NAMED_CONFIGS["hybrid-weighted"])
     lexical_only = open_retriever(lancedb, tantivy_dir, catalog, other, NAMED_CONFIGS["lexical"])

@@ -36,9 +36,9 @@ def stage_order() -> list[str]:
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
-    from ..defs.resources import BuildSettings, RagStore
+    from ..defs.resources import BuildSettings, DataHomeResource
 
-    store = RagStore(home=home) if home else RagStore()
+    store = DataHomeResource(home=home) if home else DataHomeResource()
     settings = BuildSettings(sources_file=sources_file) if sources_file else BuildSettings()
     ctx.obj = {"store": store, "settings": settings}
 
@@ -184,7 +184,7 @@ class _StageWatcher:
 @friendly_errors
 def versions(obj: dict) -> None:
     """List index versions with their document and chunk counts."""
-    frame = obj["store"].warehouse().versions()
+    frame = obj["store"].data_home().warehouse().versions()
     if frame.is_empty():
         console.print("no index versions yet: run `infra-rag build`")
         return

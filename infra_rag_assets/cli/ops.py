@@ -24,7 +24,7 @@ def release_cmd(obj, version) -> None:
     """Approve VERSION (release asset: critical gates re-checked), then serve it (release_version job)."""
     from ..control.builds import materialize_version, serve_if_approved
 
-    warehouse = obj["store"].warehouse()
+    warehouse = obj["store"].data_home().warehouse()
     if not warehouse.has_rows("eval_metrics", version):
         raise UserError(f"{version} has no eval_run: `infra-rag build --version {version} --from eval_run`")
     with _instance(obj) as instance:
@@ -46,12 +46,12 @@ def rollback(obj, reason) -> None:
     from ..control.builds import change_serving
     from ..rag.operate import releases
 
-    releases.rollback_target(obj["store"].warehouse())  # nothing to roll back to: a one-line error, no run
+    releases.rollback_target(obj["store"].data_home().warehouse())  # nothing to roll back to: a one-line error, no run
     with _instance(obj) as instance:
         result = change_serving(instance, obj["store"], "rollback", reason=reason, tags={"infra_rag/origin": "cli"})
     if not result.success:
         raise UserError(f"rollback failed: {result.failure()}")
-    event = releases.history(obj["store"].warehouse())[-1]
+    event = releases.history(obj["store"].data_home().warehouse())[-1]
     out.print(f"rolled back: {event.previous_version} → {event.index_version}")
 
 
@@ -65,7 +65,7 @@ def lineage(obj, ref, regime, as_json) -> None:
     """Trace REF (a Dagster run id, an index version, or a benchmark question id) back to source bytes."""
     from ..rag.operate import lineage as lin
 
-    warehouse = obj["store"].warehouse()
+    warehouse = obj["store"].data_home().warehouse()
     with _instance(obj) as instance:
         version, chain = _resolve_ref(instance, warehouse, ref, regime)
         chain["index_version"] = lin.version_summary(warehouse, version)
@@ -94,7 +94,7 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
 
 
 def _materializations(instance, version: str) -> list[dict]:
-    from ..defs.evaluate.eval_run import UPSTREAM, upstream_lineage
+    from ..defs.lineage import UPSTREAM, upstream_lineage
 
     return upstream_lineage(instance, version, (*UPSTREAM, "eval_run", "release"))
 
@@ -140,7 +140,7 @@ def ui(obj, port, host) -> None:
     from ..control.builds import ensure_dagster_home
     from ..defs.resources import PROJECT_ROOT
 
-    dagster_home, data_home = ensure_dagster_home(obj["store"]), obj["store"].root.resolve()
+    dagster_home, data_home = ensure_dagster_home(obj["store"]), obj["store"].data_home().root.resolve()
     env = settings.child_environment(
         dagster_home=dagster_home, home=data_home, sources=Path(obj["settings"].sources_file).resolve(),
         # run links in metadata point at this UI unless a URL is configured

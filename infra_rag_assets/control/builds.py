@@ -19,18 +19,18 @@ import dagster as dg
 from .. import settings
 from ..defs.operate.serving import SERVING_JOBS, ServingDecision, serving_decision, serving_run_config
 from ..defs.partitions import index_version
-from ..defs.resources import PROJECT_ROOT, BuildSettings, EmbedderResource, RagStore
+from ..defs.resources import PROJECT_ROOT, BuildSettings, DataHomeResource, EmbedderResource
 from ..rag.index.config import claim_version
 from .graph import build_job_name
 from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
 from .stages import job_for, stage_order, stages_for
 
 
-def ensure_dagster_home(store: RagStore) -> Path:
+def ensure_dagster_home(store: DataHomeResource) -> Path:
     """The Dagster instance's home (``DAGSTER_HOME``, else <data home>/dagster), set up with the
     project's dagster.yaml. Nothing is written to this process's environment: callers open the
     instance with ``open_instance`` and pass the home to the processes they start."""
-    home = Path(settings.dagster_home() or store.root / "dagster").resolve()
+    home = Path(settings.dagster_home() or store.data_home().root / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
     template, target = PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml"
     # Two commands started at once on a new DAGSTER_HOME would both copy the yaml and both
@@ -45,22 +45,22 @@ def ensure_dagster_home(store: RagStore) -> Path:
     return home
 
 
-def open_instance(store: RagStore) -> dg.DagsterInstance:
+def open_instance(store: DataHomeResource) -> dg.DagsterInstance:
     """The CLI's Dagster instance: the one ``ensure_dagster_home`` set up (use it as a context manager)."""
     return dg.DagsterInstance.from_config(str(ensure_dagster_home(store)))
 
 
-def register_version(instance: dg.DagsterInstance, store: RagStore, settings: BuildSettings,
+def register_version(instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildSettings,
                      created_by: str) -> str:
     """Snapshot the current configuration, name a new version, record it, add the partition."""
     config = settings.build_config()
-    version = claim_version(store.warehouse(), instance.get_dynamic_partitions(index_version.name),
+    version = claim_version(store.data_home().warehouse(), instance.get_dynamic_partitions(index_version.name),
                             config, created_by)
     instance.add_dynamic_partitions(index_version.name, [version])
     return version
 
 
-def resource_run_config(store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None) -> dict:
+def resource_run_config(store: DataHomeResource, settings: BuildSettings, embedding: EmbedderResource | None) -> dict:
     """The CLI's resources as run config of the Definitions' resources (wired once, in definitions.py)."""
     def fields(resource) -> dict:
         return {name: getattr(resource, name) for name in type(resource).model_fields}
@@ -72,7 +72,7 @@ def resource_run_config(store: RagStore, settings: BuildSettings, embedding: Emb
 
 
 def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
-                        store: RagStore, settings: BuildSettings, embedding: EmbedderResource | None = None,
+                        store: DataHomeResource, settings: BuildSettings, embedding: EmbedderResource | None = None,
                         tags: dict[str, str] | None = None, quiet: bool = True,
                         run_config: dict | None = None, in_process: bool = False) -> RunOutcome:
     """Run the selected stages (and their checks) for ``version`` as one run of a build job.
@@ -91,7 +91,7 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     return run_job(instance, job_name, run_config, tags, asset_subset=subset, in_process=in_process)
 
 
-def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, version: str = "",
+def change_serving(instance: dg.DagsterInstance, store: DataHomeResource, action: str, version: str = "",
                    reason: str = "", tags: dict[str, str] | None = None) -> RunOutcome:
     """Run the ``release_version`` (action "release") or ``rollback`` job.
 
@@ -104,7 +104,7 @@ def change_serving(instance: dg.DagsterInstance, store: RagStore, action: str, v
     return run_job(instance, SERVING_JOBS[action], run_config, tags or {})
 
 
-def serve_if_approved(instance: dg.DagsterInstance, store: RagStore, build: RunOutcome,
+def serve_if_approved(instance: dg.DagsterInstance, store: DataHomeResource, build: RunOutcome,
                       tags: dict[str, str] | None = None) -> RunOutcome | None:
     """After a build run the caller waited for: serve what it approved (``serving_decision``).
 
@@ -120,7 +120,7 @@ def serve_if_approved(instance: dg.DagsterInstance, store: RagStore, build: RunO
                           tags={**(tags or {}), **decision.tags()})
 
 
-def submit_build(instance: dg.DagsterInstance, version: str, through: str, store: RagStore,
+def submit_build(instance: dg.DagsterInstance, version: str, through: str, store: DataHomeResource,
                  settings: BuildSettings, tags: dict[str, str]) -> str:
     """Launch a run of ``build_<through>`` for ``version`` through the workspace and return at once.
 
@@ -137,7 +137,7 @@ def submit_build(instance: dg.DagsterInstance, version: str, through: str, store
 COPYABLE_FROM = ("documents", "chunks")  # stages whose upstream lives wholly in the warehouse
 
 
-def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, start: str) -> str:
+def reuse_upstream(instance: dg.DagsterInstance, store: DataHomeResource, version: str, start: str) -> str:
     """Copy the stages before ``start`` from the newest earlier version whose sources match.
 
     The copy is recorded as a runless materialization of each copied asset in the new
@@ -149,8 +149,8 @@ def reuse_upstream(instance: dg.DagsterInstance, store: RagStore, version: str, 
     if start not in COPYABLE_FROM:
         raise ValueError(f"a new version can start --from {', '.join(COPYABLE_FROM)}; "
                          f"to rerun {start} of an existing version add --version")
-    warehouse = store.warehouse()
-    previous = store.warehouse().newest_version_with("documents", exclude=version)
+    warehouse = store.data_home().warehouse()
+    previous = store.data_home().warehouse().newest_version_with("documents", exclude=version)
     if previous is None:
         raise ValueError("--from needs an earlier version with documents; run a full build first")
     fingerprints = {v: (warehouse.version_info(v) or {}).get("sources_fingerprint") for v in (version, previous)}

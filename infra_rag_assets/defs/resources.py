@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -16,10 +15,8 @@ from pydantic import Field
 from .. import settings
 from ..rag.index.config import AdaptRecipe, BuildConfig, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
-from ..rag.ingest.blobs import BlobStore
 from ..rag.ingest.sources import Source, load_sources
 from ..rag.operate.home import DataHome, default_home
-from ..rag.operate.warehouse import Warehouse
 
 PROJECT_ROOT = settings.PROJECT_ROOT
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
@@ -35,13 +32,14 @@ def default_model() -> str:
     return settings.model() or DEFAULT_MODEL
 
 
-class RagStore(dg.ConfigurableResource):
+class DataHomeResource(dg.ConfigurableResource):
     """The data home: DuckDB warehouse, page blobs, LanceDB and Tantivy directories."""
 
     home: str = Field(default_factory=default_home, description="data home directory")
     lancedb_uri: str = Field(default="", description="LanceDB URI; empty = <home>/lancedb (may be s3://...)")
 
     def data_home(self) -> DataHome:
+        """Every path under the home (warehouse, blobs, indexes, a version's files, caches) is DataHome's."""
         return DataHome.at(self.home, self.lancedb_uri)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
@@ -53,25 +51,6 @@ class RagStore(dg.ConfigurableResource):
         here = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
         if any(run.tags.get(k) != v for k, v in here.items()):
             instance.add_run_tags(run.run_id, here)
-
-    @property
-    def root(self) -> Path:
-        return self.data_home().root
-
-    def warehouse(self) -> Warehouse:
-        return self.data_home().warehouse()
-
-    def blobs(self) -> BlobStore:
-        return self.data_home().blobs()
-
-    def vectors_uri(self) -> str:
-        return self.data_home().vectors_uri()
-
-    def tantivy_root(self) -> Path:
-        return self.data_home().tantivy_root()
-
-    def cache_dir(self) -> Path:
-        return self.data_home().cache_dir()
 
 
 class BuildSettings(dg.ConfigurableResource):
@@ -125,9 +104,9 @@ def model_hash_for(model: str) -> str:
         return ""
 
 
-def version_config(store: RagStore, settings: BuildSettings, version: str, created_by: str) -> BuildConfig:
+def version_config(store: DataHomeResource, settings: BuildSettings, version: str, created_by: str) -> BuildConfig:
     """The configuration recorded for ``version``; a version made in the UI records it now."""
-    warehouse = store.warehouse()
+    warehouse = store.data_home().warehouse()
     recorded = warehouse.version_config(version)
     if recorded is not None:
         return BuildConfig.from_dict(recorded)

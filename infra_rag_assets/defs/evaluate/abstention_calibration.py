@@ -19,13 +19,12 @@ from ...rag.evaluate.benchmarks import load_benchmark
 from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
 from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
-from ...rag.index.serving_snapshot import snapshot_dir
 from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
 from ...rag.search.retrieval_config import DEFAULT_FLOOR
-from ..evaluate.eval_run import upstream_lineage
+from ..lineage import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
-from ..resources import PROJECT_ROOT, RagStore
+from ..resources import PROJECT_ROOT, DataHomeResource
 
 
 class CalibrationConfig(dg.Config):
@@ -49,18 +48,18 @@ class CalibrationConfig(dg.Config):
     "query path (CLI, service, eval_run, canary) reads it.",
 )
 def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
-                           store: RagStore) -> dg.MaterializeResult:
+                           store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version = context.partition_key
     home = store.data_home()
-    target = snapshot_dir(home.serving_root(), version)
+    target = home.version(version).snapshot
     calibration_path(target).unlink(missing_ok=True)  # a stale calibration must not outlive this run
     engine = QueryEngine(home, version)
     off_topic = load_benchmark(config.off_topic, PROJECT_ROOT)
     answerable = load_benchmark(config.answerable, PROJECT_ROOT)
     key = _calibration_key(context, config, store, off_topic, answerable)
-    kept = home.root / "calibrations" / key if key and config.reuse_identical else None
+    kept = home.cache("calibration").path(key) if key and config.reuse_identical else None
     reused = _reusable(kept, engine) if kept else None
     if reused is not None:
         calibration, why_not = replace(reused, version=version), ""
@@ -93,7 +92,7 @@ def abstention_calibration(context: dg.AssetExecutionContext, config: Calibratio
     )
 
 
-def _calibration_key(context: dg.AssetExecutionContext, config: CalibrationConfig, store: RagStore,
+def _calibration_key(context: dg.AssetExecutionContext, config: CalibrationConfig, store: DataHomeResource,
                      off_topic, answerable) -> str | None:
     """Everything the calibration is measured from; the version name itself is not part of it.
     None when an upstream has no content address (e.g. indexes built outside Dagster)."""
@@ -103,7 +102,7 @@ def _calibration_key(context: dg.AssetExecutionContext, config: CalibrationConfi
     if not all(upstream):
         return None
     return content_key("calibration", {
-        "upstream": upstream, "build_config": store.warehouse().version_config(version),
+        "upstream": upstream, "build_config": store.data_home().warehouse().version_config(version),
         "questions": [off_topic.version_hash, answerable.version_hash],
         "config": config.model_dump(exclude={"reuse_identical"})})
 

@@ -16,15 +16,14 @@ import polars as pl
 
 from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
 from ...rag.index.config import stable_hash
-from ...rag.index.serving_snapshot import snapshot_dir
 from ...rag.operate.files import write_json_atomic
-from ...rag.search.page_vectors import PAGE_VECTORS_FILE, PageVectors
-from ...rag.search.ranker import RANKER_FILE, FitSettings, Ranker
+from ...rag.search.page_vectors import PageVectors
+from ...rag.search.ranker import FitSettings, Ranker
 from ...rag.search.ranker_features import FEATURE_NAMES
 from ...rag.search.retrieval_config import NAMED_CONFIGS
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
-from ..resources import PROJECT_ROOT, RagStore
+from ..resources import PROJECT_ROOT, DataHomeResource
 
 
 class PageRankerConfig(dg.Config):
@@ -46,19 +45,19 @@ class PageRankerConfig(dg.Config):
     "where the hybrid-learned config (CLI, service, eval_run) reads them. Content-addressed: an unchanged "
     "rebuild reuses the weights.",
 )
-def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: RagStore) -> dg.MaterializeResult:
+def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
     from ...rag.search.ranker_training import candidate_lists, fit_version_ranker
 
     version = context.partition_key
     home = store.data_home()
-    target = snapshot_dir(home.serving_root(), version) / RANKER_FILE
+    target = home.version(version).ranker
     target.unlink(missing_ok=True)  # a stale ranker must not outlive this run
     engine = QueryEngine(home, version)
     page_vectors = PageVectors.of_version(home.vectors_uri(), version, engine.catalog)
-    page_vectors.save(snapshot_dir(home.serving_root(), version) / PAGE_VECTORS_FILE)
+    page_vectors.save(home.version(version).page_vectors)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
-    records = answerable_sample(benchmark.records, store.warehouse().doc_ids(version), config.max_questions,
+    records = answerable_sample(benchmark.records, store.data_home().warehouse().doc_ids(version), config.max_questions,
                                 config.seed)
     if len(records) < config.min_questions:
         why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"
@@ -70,9 +69,10 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
                        "model": engine.embedder.weights_hash, "questions": [r.id for r in records],
                        "searchers": NAMED_CONFIGS["hybrid-page"].config_hash(), "features": list(FEATURE_NAMES),
                        "fit": settings.__dict__}, 16)
-    cached = home.root / "rankers" / f"{key}.json"
-    reused = cached.is_file()
-    if reused:
+    rankers, entry = home.cache("ranker"), f"{key}.json"
+    cached = rankers.get(entry)
+    reused = cached is not None
+    if cached is not None:
         ranker = Ranker.load(cached)
     else:
         with one_torch_thread():  # query embedding as served (see engine.single_thread_queries)
@@ -80,8 +80,7 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
         ranker = fit_version_ranker(candidates, engine.catalog, settings=settings, page_vectors=page_vectors)
         ranker = Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
                         meta={**ranker.meta, "trained_on": config.train, "index_version": version})
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(cached, ranker.to_dict())
+        rankers.put(entry, lambda path: write_json_atomic(path, ranker.to_dict()))
     write_json_atomic(target, ranker.to_dict())
     weights = pl.DataFrame({"feature": ranker.feature_names, "weight": [round(w, 4) for w in ranker.weights]})
     return dg.MaterializeResult(

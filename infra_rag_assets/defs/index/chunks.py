@@ -8,7 +8,7 @@ from ...rag.index.config import BuildConfig, stable_hash
 from ...rag.index.corpus_chunks import chunk_documents
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
-from ..resources import RagStore
+from ..resources import DataHomeResource
 
 TOKEN_BINS = [32, 64, 128, 192, 256]
 
@@ -23,12 +23,12 @@ TOKEN_BINS = [32, 64, 128, 192, 256]
     "document.text[start:end]; a context line (project › title › section) is kept beside it for "
     "embedding and indexing only.",
 )
-def chunks(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+def chunks(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.index.embedding import resolve_model_path
     from ...rag.index.tokens import HFTokenCounter
 
     version = context.partition_key
-    warehouse = store.warehouse()
+    warehouse = store.data_home().warehouse()
     config = BuildConfig.from_dict(warehouse.version_config(version) or {})
     docs = warehouse.documents_of(version, order_by=("doc_id",))
     if docs.is_empty():
@@ -73,9 +73,9 @@ def token_histogram(frame: pl.DataFrame) -> pl.DataFrame:
 
 @dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
                 description="Every chunk is the exact slice document.text[start:end] (ERROR, blocking).")
-def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    bad = store.warehouse().chunks_not_slices(context.partition_key)
-    total = store.warehouse().chunk_count(context.partition_key)
+def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
+    bad = store.data_home().warehouse().chunks_not_slices(context.partition_key)
+    total = store.data_home().warehouse().chunk_count(context.partition_key)
     return dg.AssetCheckResult(passed=bad.is_empty() and total > 0,
                                metadata={"chunks_checked": total, "violations": len(bad),
                                          "examples": md_table(bad, 10)})
@@ -83,8 +83,8 @@ def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: RagSt
 
 @dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
                 description="No empty chunk and none over the version's max_tokens or max_chars (ERROR, blocking).")
-def chunks_within_size(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
-    warehouse = store.warehouse()
+def chunks_within_size(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
+    warehouse = store.data_home().warehouse()
     config = BuildConfig.from_dict(warehouse.version_config(context.partition_key) or {})
     bad = warehouse.chunks_out_of_bounds(context.partition_key, config.chunking.max_tokens,
                                          config.chunking.max_chars)

@@ -7,20 +7,20 @@ import polars as pl
 
 from ...rag.index.config import BuildConfig, stable_hash
 from ...rag.index.corpus_chunks import embed_input
-from ...rag.index.serving_snapshot import snapshot_dir, snapshot_files, snapshot_from_warehouse
+from ...rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
 from ..partitions import index_version
-from ..resources import EmbedderResource, RagStore
+from ..resources import DataHomeResource, EmbedderResource
 
 
-def _chunks(store: RagStore, version: str) -> pl.DataFrame:
-    frame = store.warehouse().chunks_of(version)
+def _chunks(store: DataHomeResource, version: str) -> pl.DataFrame:
+    frame = store.data_home().warehouse().chunks_of(version)
     if frame.is_empty():
         raise dg.Failure(f"no chunks for {version}: materialize chunks first")
     return frame
 
 
-def _config(store: RagStore, version: str) -> BuildConfig:
-    return BuildConfig.from_dict(store.warehouse().version_config(version) or {})
+def _config(store: DataHomeResource, version: str) -> BuildConfig:
+    return BuildConfig.from_dict(store.data_home().warehouse().version_config(version) or {})
 
 
 @dg.asset(
@@ -35,7 +35,7 @@ def _config(store: RagStore, version: str) -> BuildConfig:
     "dimension and metric the table metadata records. Vectors come from a content-addressed cache keyed by "
     "(model hash, exact text), so an unchanged rebuild re-embeds nothing.",
 )
-def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: EmbedderResource) -> dg.MaterializeResult:
+def vectors(context: dg.AssetExecutionContext, store: DataHomeResource, embedding: EmbedderResource) -> dg.MaterializeResult:
     from ...rag.index.embedding_cache import EmbeddingCache, embed_with_cache
     from ...rag.index.vector_store import write_vectors
 
@@ -48,15 +48,15 @@ def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: Embed
                          f"needs {expected[:12]}: build a new index version")
     texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
     started = time.perf_counter()
-    matrix, stats = embed_with_cache(embedder, EmbeddingCache(store.cache_dir()), texts,
+    matrix, stats = embed_with_cache(embedder, EmbeddingCache(store.data_home().cache_dir()), texts,
                                      batch_size=embedding.batch_size, progress=_embed_progress(context))
     info = embedder.info
-    table = write_vectors(store.vectors_uri(), version, frame.to_dicts(), matrix, info)
+    table = write_vectors(store.data_home().vectors_uri(), version, frame.to_dicts(), matrix, info)
     total = stats.hits + stats.misses
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": table.rows, "table": table.table,
-            "lancedb_uri": dg.MetadataValue.path(store.vectors_uri()),
+            "lancedb_uri": dg.MetadataValue.path(store.data_home().vectors_uri()),
             "model_id": info.model_id, "model_weights_hash": info.weights_hash,
             "dimension": info.dimension, "metric": info.metric,
             "cache_hits": stats.hits, "texts_embedded": stats.misses,
@@ -71,7 +71,7 @@ def vectors(context: dg.AssetExecutionContext, store: RagStore, embedding: Embed
     )
 
 
-def expected_model_hash(store: RagStore, version: str, config: BuildConfig, frame=None) -> tuple[str, str]:
+def expected_model_hash(store: DataHomeResource, version: str, config: BuildConfig, frame=None) -> tuple[str, str]:
     """(weights hash, model id) ``version`` must be embedded with: the configured base model's, or
     the adapted model's from its training record ("" when unknown: the base model could not be
     hashed at registration)."""
@@ -113,7 +113,7 @@ def _embed_progress(context: dg.AssetExecutionContext):
     "staging directory and renamed into place only after commit. Also writes the version's serving "
     "snapshot (chunk catalog as Parquet + manifest), which the query path reads instead of the warehouse.",
 )
-def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+def lexical_index(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.index.lexical_store import LexicalDoc, build_index
     from ...rag.index.page_index import page_docs, page_index_dir
     from ...rag.index.vector_store import dir_bytes
@@ -124,7 +124,7 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
                        page_kind=r["page_kind"], section_path=r["section_path"], title=r["title"],
                        text=r["text"], pages=list(r["pages"] or []))
             for r in frame.iter_rows(named=True))
-    target = store.tantivy_root() / version
+    target = store.data_home().version(version).tantivy
     started = time.perf_counter()
     count = build_index(target, docs)
     # Pages last: a reader that finds the page index also finds the chunk index it belongs to.
@@ -135,7 +135,7 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
         metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
                   "page_documents": page_count,
                   "serving_snapshot": dg.MetadataValue.path(
-                      str(snapshot_dir(store.data_home().serving_root(), version))),
+                      str(store.data_home().version(version).snapshot)),
                   "serving_catalog_sha256": snapshot.catalog_sha256[:16],
                   # files later stages fitted on these same chunks, kept from the previous snapshot
                   "serving_files_kept": ", ".join(snapshot_files(store.data_home().serving_root(), version))
@@ -147,19 +147,19 @@ def lexical_index(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mate
     )
 
 
-def _chunk_count(store: RagStore, version: str) -> int:
-    return store.warehouse().chunk_count(version)
+def _chunk_count(store: DataHomeResource, version: str) -> int:
+    return store.data_home().warehouse().chunk_count(version)
 
 
 @dg.asset_check(asset=vectors, blocking=True, partitions_def=index_version,
                 description="Vector rows == chunk count, and the table's model hash is the version's "
                 "model (its domain_model: adapted or the configured base) (ERROR, blocking).")
-def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     from ...rag.index.vector_store import count_rows, read_model_info
 
     version = context.partition_key
-    chunks, rows = _chunk_count(store, version), count_rows(store.vectors_uri(), version)
-    built = read_model_info(store.vectors_uri(), version)
+    chunks, rows = _chunk_count(store, version), count_rows(store.data_home().vectors_uri(), version)
+    built = read_model_info(store.data_home().vectors_uri(), version)
     expected, _ = expected_model_hash(store, version, _config(store, version))
     model_ok = not expected or built.get("weights_hash") == expected
     return dg.AssetCheckResult(passed=chunks == rows and model_ok, metadata={
@@ -170,15 +170,15 @@ def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store
 @dg.asset_check(asset=lexical_index, blocking=True, partitions_def=index_version,
                 description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
                 "for the version (ERROR, blocking).")
-def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     from ...rag.index.lexical_store import LexicalSearcher
     from ...rag.index.page_index import open_page_searcher
 
     version = context.partition_key
-    docs = LexicalSearcher.open(store.tantivy_root() / version).doc_count()
-    page_searcher = open_page_searcher(store.tantivy_root() / version)
+    docs = LexicalSearcher.open(store.data_home().version(version).tantivy).doc_count()
+    page_searcher = open_page_searcher(store.data_home().version(version).tantivy)
     page_docs = page_searcher.doc_count() if page_searcher else -1
     chunks = _chunk_count(store, version)
-    pages = store.warehouse().page_count(version)
+    pages = store.data_home().warehouse().page_count(version)
     return dg.AssetCheckResult(passed=docs == chunks and page_docs == pages, metadata={
         "chunks": chunks, "lexical_docs": docs, "pages_with_chunks": pages, "page_index_docs": page_docs})

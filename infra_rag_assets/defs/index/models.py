@@ -24,7 +24,7 @@ import dagster as dg
 
 from ...rag.index.config import AdaptRecipe, BuildConfig
 from ..partitions import index_version
-from ..resources import RagStore
+from ..resources import DataHomeResource
 from .chunks import chunks_version
 
 
@@ -37,11 +37,11 @@ class VersionModel:
     key: str = ""  # content address under <home>/models/ (adapted only)
     lineage: dict | None = None  # the hashes the key is made of (adapted only)
 
-    def directory(self, store: RagStore) -> Path:
-        return store.root / "models" / self.key
+    def directory(self, store: DataHomeResource) -> Path:
+        return store.data_home().cache("model").path(self.key)
 
 
-def model_for_version(store: RagStore, version: str, config: BuildConfig, frame=None) -> VersionModel:
+def model_for_version(store: DataHomeResource, version: str, config: BuildConfig, frame=None) -> VersionModel:
     """Which model embeds ``version``: the base model, or the content-addressed adapted one."""
     from ...rag.index.embedding import resolve_model_path, weights_hash
     from ...rag.index.finetune import MODEL_SUBDIR
@@ -50,17 +50,17 @@ def model_for_version(store: RagStore, version: str, config: BuildConfig, frame=
     recipe = config.adaptation
     if recipe is None:
         return VersionModel(model_id=config.model_id, adapted=False)
-    frame = store.warehouse().chunks_of(version, ("chunk_id", "embed_hash")) if frame is None else frame
+    frame = store.data_home().warehouse().chunks_of(version, ("chunk_id", "embed_hash")) if frame is None else frame
     lineage = {"chunks_version": chunks_version(frame), "train_data_hash": train_data_hash(recipe.train_split),
                "base_weights_hash": weights_hash(resolve_model_path(config.model_id)),
                "descriptions_hash": descriptions_hash(_descriptions(store, version))}
     key = model_key(recipe, **lineage)
-    return VersionModel(model_id=str(store.root / "models" / key / MODEL_SUBDIR), adapted=True, key=key,
+    return VersionModel(model_id=str(store.data_home().cache("model").path(key) / MODEL_SUBDIR), adapted=True, key=key,
                         lineage=lineage)
 
 
-def _descriptions(store: RagStore, version: str) -> dict[str, str]:
-    rows = store.warehouse().documents_of(version, ("doc_id", "description")).rows()
+def _descriptions(store: DataHomeResource, version: str) -> dict[str, str]:
+    rows = store.data_home().warehouse().documents_of(version, ("doc_id", "description")).rows()
     return {doc_id: text for doc_id, text in rows if text}
 
 
@@ -76,12 +76,12 @@ def _descriptions(store: RagStore, version: str) -> dict[str, str]:
     "<home>/models/<key>/, so an unchanged rebuild retrains nothing (10-20 min cold on 2 cores). Without one "
     "(quick build): a pass-through naming the base model. data_version = the weights hash vectors embed with.",
 )
-def domain_model(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.index.embedding import resolve_model_path, weights_hash
     from ...rag.index.finetune import TRAINING_JSON
 
     version = context.partition_key
-    config = BuildConfig.from_dict(store.warehouse().version_config(version) or {})
+    config = BuildConfig.from_dict(store.data_home().warehouse().version_config(version) or {})
     model = model_for_version(store, version, config)
     if not model.adapted:
         base_hash = weights_hash(resolve_model_path(model.model_id))
@@ -100,7 +100,7 @@ def domain_model(context: dg.AssetExecutionContext, store: RagStore) -> dg.Mater
                                 data_version=dg.DataVersion(record["trained_weights_hash"]))
 
 
-def train_version_model(store: RagStore, version: str, config: BuildConfig, model: VersionModel,
+def train_version_model(store: DataHomeResource, version: str, config: BuildConfig, model: VersionModel,
                         progress=None, log=print) -> dict:
     """Build the version's training set and train into ``model.directory`` (staged + renamed)."""
     from ...rag.index.finetune import train_bi_encoder
@@ -112,7 +112,7 @@ def train_version_model(store: RagStore, version: str, config: BuildConfig, mode
     target.parent.mkdir(parents=True, exist_ok=True)
     cleanup_stale_staging(target.parent)  # staging dirs of killed trainings
     started = time.perf_counter()
-    rows = store.warehouse().chunks_of(version, CHUNK_FIELDS).to_dicts()
+    rows = store.data_home().warehouse().chunks_of(version, CHUNK_FIELDS).to_dicts()
     pairs = training_set(recipe, rows, _descriptions(store, version))
     log(f"training set of {version}: {len(pairs)} triplets {pairs.composition} "
         f"({pairs.skipped} of {pairs.questions} labelled questions have no page here) "

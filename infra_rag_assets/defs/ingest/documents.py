@@ -11,7 +11,7 @@ from ...rag.ingest.models import PageSpan, ParsedDocument, Section, check_spans
 from ...rag.ingest.pipeline import parse_documents, parser_tag
 from ..partitions import index_version
 from ..reporting import counts_pivot, log_progress, md_table
-from ..resources import RagStore
+from ..resources import DataHomeResource
 
 FAILURE_RATE_WARN = 0.10  # share of a project's pages that may fail to parse before we warn
 
@@ -25,14 +25,14 @@ FAILURE_RATE_WARN = 0.10  # share of a project's pages that may fail to parse be
     description="One normalized record per page: cleaned text, title, section tree with exact spans, "
     "PDF page spans, page kind, parse status/reason, provenance. Duplicates are kept, marked.",
 )
-def documents(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+def documents(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
     version = context.partition_key
-    warehouse = store.warehouse()
+    warehouse = store.data_home().warehouse()
     pages = warehouse.source_pages_of(version)
     if pages.is_empty():
         raise dg.Failure(f"no source_pages rows for {version}: materialize source_pages first")
     reusable = _reusable_parses(warehouse, version, pages)
-    frame, reused = parse_documents(pages, store.blobs(), reusable, progress=log_progress(context, "parsed", 250))
+    frame, reused = parse_documents(pages, store.data_home().blobs(), reusable, progress=log_progress(context, "parsed", 250))
     rows = warehouse.replace_partition("documents", version, frame)
     frame = frame.with_columns(pl.col("status").str.replace(r"^duplicate_of:.*", "duplicate"))
     return dg.MaterializeResult(
@@ -80,9 +80,9 @@ def document_from_row(row: dict) -> ParsedDocument:
 @dg.asset_check(asset=documents, blocking=True, partitions_def=index_version,
                 description="Every section and page span lies inside its document and every heading span "
                 "slices its heading text (ERROR, blocking).")
-def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     version = context.partition_key
-    rows = store.warehouse().documents_of(version, ("doc_id", "text", "title", "status", "reason", "description",
+    rows = store.data_home().warehouse().documents_of(version, ("doc_id", "text", "title", "status", "reason", "description",
                                                     "page_kind", "sections_json", "page_spans_json", "parser",
                                                     "parser_version"))
     bad = []
@@ -100,9 +100,9 @@ def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: Rag
 @dg.asset_check(asset=documents, partitions_def=index_version,
                 description="Share of pages per project that failed to parse "
                 f"(error/too_large) stays under {FAILURE_RATE_WARN:.0%} (WARN).")
-def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: RagStore) -> dg.AssetCheckResult:
+def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     version = context.partition_key
-    rates = store.warehouse().parse_failures_by_project(version).with_columns(
+    rates = store.data_home().warehouse().parse_failures_by_project(version).with_columns(
         (pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
     worst = float(rates["failure_rate"].max() or 0.0) if not rates.is_empty() else 0.0
     over = rates.filter(pl.col("failure_rate") > FAILURE_RATE_WARN)

@@ -8,7 +8,7 @@ from ...rag.index.config import stable_hash
 from ...rag.ingest.pipeline import list_pages, snapshot_pages
 from ..partitions import index_version
 from ..reporting import counts_pivot, log_progress, md_table
-from ..resources import BuildSettings, RagStore, version_config
+from ..resources import BuildSettings, DataHomeResource, version_config
 
 
 @dg.asset(
@@ -19,14 +19,14 @@ from ..resources import BuildSettings, RagStore, version_config
     description="One row per source file: URL, upstream, license, bytes hash, size, fetch status. "
     "Bytes are snapshotted into a content-addressed blob store so the version stays reproducible.",
 )
-def source_pages(context: dg.AssetExecutionContext, store: RagStore, settings: BuildSettings) -> dg.MaterializeResult:
+def source_pages(context: dg.AssetExecutionContext, store: DataHomeResource, settings: BuildSettings) -> dg.MaterializeResult:
     version = context.partition_key
     config = version_config(store, settings, version, created_by=f"run:{context.run.run_id}")
     sources = [s for s in settings.sources() if s.name in {snap["name"] for snap in config.sources}]
     pages = list_pages(sources)
     context.log.info(f"snapshotting {len(pages)} pages from {len(sources)} sources for {version}")
-    frame = snapshot_pages(pages, store.blobs(), progress=log_progress(context, "read", 250))
-    rows = store.warehouse().replace_partition("source_pages", version, frame)
+    frame = snapshot_pages(pages, store.data_home().blobs(), progress=log_progress(context, "read", 250))
+    rows = store.data_home().warehouse().replace_partition("source_pages", version, frame)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
@@ -38,7 +38,7 @@ def source_pages(context: dg.AssetExecutionContext, store: RagStore, settings: B
                                       .select("doc_id", "read_ms"), 5),
             "preview": md_table(frame.select("doc_id", "project", "url", "bytes_hash", "fetch_status"), 10),
             "config_hash": config.config_hash(),
-            "blob_store": dg.MetadataValue.path(str(store.blobs().root)),
+            "blob_store": dg.MetadataValue.path(str(store.data_home().blobs().root)),
         },
         data_version=dg.DataVersion(pages_version(frame)),
     )

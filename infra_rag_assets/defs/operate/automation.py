@@ -6,7 +6,7 @@ import dagster as dg
 from ...rag.index.config import claim_version, sources_fingerprint
 from ...rag.ingest.sources import SourceConfigError
 from ..partitions import index_version
-from ..resources import BuildSettings, RagStore
+from ..resources import BuildSettings, DataHomeResource
 from .release import release_version_job
 from .serving import serving_decision
 
@@ -19,13 +19,13 @@ from .serving import serving_decision
     "On a change, register a new index_version and request the reindex run for it; otherwise skip "
     "with the reason.",
 )
-def sources_changed(context: dg.SensorEvaluationContext, store: RagStore, settings: BuildSettings):
+def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource, settings: BuildSettings):
     try:
         config = settings.build_config()
     except SourceConfigError as exc:  # a broken sources.yaml or mirror registers nothing
         return dg.SkipReason(f"sources not usable: {exc}")
     fingerprint = sources_fingerprint(config.sources)
-    warehouse = store.warehouse()
+    warehouse = store.data_home().warehouse()
     latest = warehouse.newest_version()
     if latest and latest[1] == fingerprint:
         return dg.SkipReason(f"sources unchanged since {latest[0]} (fingerprint {fingerprint[:12]})")

@@ -15,7 +15,7 @@ import dagster as dg
 
 from ...rag.evaluate.canary import canary_suite
 from ..reporting import md_table
-from ..resources import RagStore
+from ..resources import DataHomeResource
 
 
 class CanaryConfig(dg.Config):
@@ -31,7 +31,7 @@ CANARY_CHECK = dg.AssetCheckSpec(
 
 # A multi-asset check only so that its op (and run config path) is named `release_canary`.
 @dg.multi_asset_check(specs=[CANARY_CHECK])
-def release_canary(context: dg.AssetCheckExecutionContext, config: CanaryConfig, store: RagStore):
+def release_canary(context: dg.AssetCheckExecutionContext, config: CanaryConfig, store: DataHomeResource):
     import polars as pl
 
     try:

@@ -14,19 +14,21 @@ from datetime import UTC, timedelta
 import dagster as dg
 import polars as pl
 
+from ...rag.evaluate.eval_tables import headline, metric_table_for
 from ...rag.operate import releases
-from ..evaluate.eval_run import UPSTREAM, gate_outcomes, headline, lineage_table, metric_table_for, upstream_lineage
+from ..evaluate.eval_run import gate_outcomes
+from ..lineage import UPSTREAM, lineage_table, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
-from ..resources import RagStore
+from ..resources import DataHomeResource
 
 
 def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
     return headline(metric_table_for(warehouse, version))
 
 
-def _refuse_unless_approved(store: RagStore, version: str) -> None:
-    warehouse = store.warehouse()
+def _refuse_unless_approved(store: DataHomeResource, version: str) -> None:
+    warehouse = store.data_home().warehouse()
     if not warehouse.has_rows("eval_metrics", version):
         raise dg.Failure(f"{version} has no eval_run: run `infra-rag build --version {version} --from eval_run`")
     blocking = [o for o in gate_outcomes(store, version) if o.blocking]
@@ -43,10 +45,10 @@ def _refuse_unless_approved(store: RagStore, version: str) -> None:
     description="Approves this index version for serving once its eval_run passed every critical gate "
     "(re-checked here). Serving moves with serving_release (jobs release_version / rollback).",
 )
-def release(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
+def release(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
     version = context.partition_key
     _refuse_unless_approved(store, version)
-    numbers = headline_metrics(store.warehouse(), version)
+    numbers = headline_metrics(store.data_home().warehouse(), version)
     lineage = upstream_lineage(context.instance, version, (*UPSTREAM, "eval_run"))
     return dg.MaterializeResult(metadata={
         **floats(numbers), "approved_version": version,
@@ -72,8 +74,8 @@ class ServingChange(dg.Config):
     "rollback job (serve the previous release again), both through the append-only release history; "
     "metadata names the version, its scorecard, the actor and the reason. The canary checks it hourly.",
 )
-def serving_release(context: dg.AssetExecutionContext, config: ServingChange, store: RagStore) -> dg.MaterializeResult:
-    warehouse = store.warehouse()
+def serving_release(context: dg.AssetExecutionContext, config: ServingChange, store: DataHomeResource) -> dg.MaterializeResult:
+    warehouse = store.data_home().warehouse()
     actor = config.actor or context.run.tags.get("user") or None
     previous = releases.current_release(warehouse)
     if config.action == "rollback":

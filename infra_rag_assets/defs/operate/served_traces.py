@@ -10,7 +10,7 @@ import polars as pl
 
 from ...rag.operate.traces import load_into_warehouse
 from ..reporting import md_table
-from ..resources import RagStore
+from ..resources import DataHomeResource
 
 
 @dg.asset(
@@ -21,10 +21,10 @@ from ..resources import RagStore
     description="Trace segments (<home>/traces/*.jsonl) appended to the warehouse `traces` table, new "
     "trace ids only. Hourly when automation is on; cheap and safe to run at any time.",
 )
-def served_traces(context: dg.AssetExecutionContext, store: RagStore) -> dg.MaterializeResult:
-    added, seen = load_into_warehouse(store.warehouse(), store.data_home().traces_dir())
+def served_traces(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
+    added, seen = load_into_warehouse(store.data_home().warehouse(), store.data_home().traces_dir())
     context.log.info(f"{added} new traces loaded ({seen} in the segments)")
-    by_origin = store.warehouse().trace_counts()
+    by_origin = store.data_home().warehouse().trace_counts()
     total = int(by_origin["traces"].sum()) if by_origin.height else 0
     return dg.MaterializeResult(metadata={
         "new_traces": dg.MetadataValue.int(added), "traces_in_segments": dg.MetadataValue.int(seen),

@@ -26,7 +26,7 @@ MAX_CHUNKS_PER_DOC = 2_000
 @dataclass(frozen=True)
 class ChunkSettings:
     """The chunk settings a version builds with, and the one home of their defaults
-    (``chunking.ChunkerConfig`` and the ``RagStore`` resource take theirs from here)."""
+    (``chunking.ChunkerConfig`` and the ``BuildSettings`` resource take theirs from here)."""
 
     target_tokens: int = 256
     max_tokens: int = 256

@@ -73,8 +73,8 @@ def index_check(home: DataHome, version: str) -> dict[str, Any]:
     """The version's lexical index is there; without a page index it serves degraded."""
     from ..index.page_index import has_page_index
 
-    pages = has_page_index(home.tantivy_root() / version)
-    return {"ok": (home.tantivy_root() / version).is_dir(), "version": version, "page_index": pages,
+    pages = has_page_index(home.version(version).tantivy)
+    return {"ok": (home.version(version).tantivy).is_dir(), "version": version, "page_index": pages,
             "detail": "" if pages else "no page index (built before it existed): page term skipped, results degraded"}
 
 

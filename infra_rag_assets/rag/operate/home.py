@@ -8,10 +8,15 @@
     <home>/serving/<version>/ serving snapshot (catalog + manifest) the query path reads
     <home>/serving/release.json  the release pointer: what serves now, and its history
     <home>/traces/            trace segments (JSON lines), one writer per process
+    <home>/models/ rankers/ calibrations/ eval_cache/ generations/
+                              content-addressed caches (``DataHome.cache(kind)``)
+
+``DataHome.version(v)`` maps one version's files; nothing else joins these paths.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,3 +61,83 @@ class DataHome:
 
     def traces_dir(self) -> Path:
         return self.root / "traces"
+
+    def version(self, version: str) -> VersionPaths:
+        """The files of one index version (raises ValueError for a name that is not a version)."""
+        return VersionPaths(self, version)
+
+    def cache(self, kind: str) -> ContentCache:
+        """The content-addressed cache of ``kind`` (one of ``CACHE_KINDS``)."""
+        if kind not in CACHE_KINDS:
+            raise ValueError(f"unknown cache {kind!r}; one of {', '.join(CACHE_KINDS)}")
+        return ContentCache(self.root / CACHE_KINDS[kind])
+
+
+# kind -> folder under the data home. An entry is a file or a folder named by its content key:
+# the hash of everything it was computed from, so an unchanged input finds it again.
+CACHE_KINDS = {"model": "models", "ranker": "rankers", "calibration": "calibrations", "eval_run": "eval_cache",
+               "generation": "generations"}
+
+
+@dataclass(frozen=True)
+class ContentCache:
+    """Entries computed once and found again by content key (``get``), written by ``put``."""
+
+    root: Path
+
+    def path(self, key: str) -> Path:
+        """Where the entry ``key`` lives (whether or not it exists yet)."""
+        if not key or "/" in key or key.startswith("."):
+            raise ValueError(f"not a cache key: {key!r}")
+        return self.root / key
+
+    def get(self, key: str) -> Path | None:
+        """The stored entry ``key``, or None."""
+        path = self.path(key)
+        return path if path.exists() else None
+
+    def put(self, key: str, write: Callable[[Path], object]) -> Path:
+        """Store the entry ``key``: ``write`` gets its path (folder created) and writes it there."""
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path)
+        return path
+
+
+@dataclass(frozen=True)
+class VersionPaths:
+    """One index version's files under a data home: its lexical index and its serving snapshot."""
+
+    home: DataHome
+    name: str
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name or self.name.startswith("."):
+            raise ValueError(f"not an index version name: {self.name!r}")
+
+    @property
+    def tantivy(self) -> Path:
+        return self.home.tantivy_root() / self.name
+
+    @property
+    def snapshot(self) -> Path:
+        """The serving snapshot folder: catalog, manifest and the fitted files the query path reads."""
+        return self.home.serving_root() / self.name
+
+    @property
+    def ranker(self) -> Path:
+        from ..search.ranker import RANKER_FILE
+
+        return self.snapshot / RANKER_FILE
+
+    @property
+    def page_vectors(self) -> Path:
+        from ..search.page_vectors import PAGE_VECTORS_FILE
+
+        return self.snapshot / PAGE_VECTORS_FILE
+
+    @property
+    def calibration(self) -> Path:
+        from ..search.calibration import calibration_path
+
+        return calibration_path(self.snapshot)
