@@ -59,7 +59,8 @@ def main() -> None:
             out["bands"][label] = {
                 "n": len(band),
                 "mrr@10": round(sum(1 / r for r in band if r and r <= 10) / len(band), 4),
-                "hit@5": round(sum(1 for r in band if r and r <= 5) / len(band), 4)}
+                "hit@5": round(sum(1 for r in band if r and r <= 5) / len(band), 4),
+            }
     print(json.dumps(out, indent=2))
 
 

@@ -36,8 +36,12 @@ def run_build(env: dict, through: str = "indexes") -> tuple[str, float, int]:
     """One `infra-rag build`; returns (version, wall seconds, peak RSS in MiB of the child)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", "--through", through], env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "infra_rag_assets", "build", "--through", through],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"build failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
@@ -49,7 +53,8 @@ def vectors_metadata(dagster_home: Path, version: str) -> dict:
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     with dg.DagsterInstance.get() as instance:
         records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey("vectors"), asset_partitions=[version]), limit=1).records
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("vectors"), asset_partitions=[version]), limit=1
+        ).records
         meta = records[0].asset_materialization.metadata
         return {k: getattr(v, "value", v) for k, v in meta.items()}
 
@@ -81,8 +86,10 @@ def edit_pages(corpus: Path, share: float, seed: int = 7) -> list[str]:
     pages = sorted((corpus / "kubernetes").rglob("*.md")) + sorted((corpus / "argocd").rglob("*.md"))
     chosen = random.Random(seed).sample(pages, max(1, round(len(pages) * share)))
     for page in chosen:
-        page.write_text(page.read_text() + "\n\nBenchmark edit: this paragraph was appended to test "
-                        "incremental re-embedding of changed pages only.\n")
+        page.write_text(
+            page.read_text() + "\n\nBenchmark edit: this paragraph was appended to test "
+            "incremental re-embedding of changed pages only.\n"
+        )
     return [str(p.relative_to(corpus)) for p in chosen]
 
 
@@ -91,8 +98,11 @@ def main() -> None:
     parser.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
     parser.add_argument("--work", default="/tmp/infra_rag_bench")
     parser.add_argument("--main-job", action="store_true", help="time the whole default build, cold + unchanged")
-    parser.add_argument("--warm-home", default="", help="skip the cold build: reuse this data home's cache "
-                        "(measures the unchanged and 1%% edit builds only)")
+    parser.add_argument(
+        "--warm-home",
+        default="",
+        help="skip the cold build: reuse this data home's cache (measures the unchanged and 1%% edit builds only)",
+    )
     args = parser.parse_args()
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -101,8 +111,12 @@ def main() -> None:
     for path in corpus.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     home = Path(args.warm_home) if args.warm_home else work / "home"
-    env = {**os.environ, "INFRA_RAG_HOME": str(home), "INFRA_RAG_CORPUS": str(corpus),
-           "DAGSTER_HOME": str(work / "dagster")}
+    env = {
+        **os.environ,
+        "INFRA_RAG_HOME": str(home),
+        "INFRA_RAG_CORPUS": str(corpus),
+        "DAGSTER_HOME": str(work / "dagster"),
+    }
     (work / "dagster").mkdir(parents=True)
     results = {}
     labels = ("unchanged", "edit_1pct") if args.warm_home else ("cold", "unchanged", "edit_1pct")
@@ -110,11 +124,18 @@ def main() -> None:
         edited = edit_pages(corpus, 0.01) if label == "edit_1pct" else []
         version, seconds, peak = run_build(env, "release" if args.main_job else "indexes")
         meta = vectors_metadata(work / "dagster", version)
-        results[label] = {"version": version, "seconds": round(seconds, 1), "peak_rss_mib": peak,
-                          "chunks": meta["dagster/row_count"], "texts_embedded": meta["texts_embedded"],
-                          "cache_hit_rate": meta["cache_hit_rate"], "seconds_embedding": meta["seconds_embedding"],
-                          "chunks_per_second": meta["chunks_per_second"], "edited_pages": len(edited),
-                          "chunks_of_edited_pages": chunks_of(home, version, edited)}
+        results[label] = {
+            "version": version,
+            "seconds": round(seconds, 1),
+            "peak_rss_mib": peak,
+            "chunks": meta["dagster/row_count"],
+            "texts_embedded": meta["texts_embedded"],
+            "cache_hit_rate": meta["cache_hit_rate"],
+            "seconds_embedding": meta["seconds_embedding"],
+            "chunks_per_second": meta["chunks_per_second"],
+            "edited_pages": len(edited),
+            "chunks_of_edited_pages": chunks_of(home, version, edited),
+        }
         if args.main_job:
             results[label]["stage_seconds"] = stage_seconds(work / "dagster", version)
         print(label, results[label], flush=True)
@@ -126,8 +147,10 @@ def main() -> None:
     print("\n| build | wall s | chunks | embedded | cache hit | chunks/s | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|")
     for label, r in results.items():
-        print(f"| {label} | {r['seconds']} | {r['chunks']} | {r['texts_embedded']} | {r['cache_hit_rate']} "
-              f"| {r['chunks_per_second']} | {r['peak_rss_mib']} |")
+        print(
+            f"| {label} | {r['seconds']} | {r['chunks']} | {r['texts_embedded']} | {r['cache_hit_rate']} "
+            f"| {r['chunks_per_second']} | {r['peak_rss_mib']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -87,8 +87,10 @@ def load_questions(home: DataHome, version: str, limit: int | None) -> tuple[dic
 
 def ours(engine: QueryEngine, config: str) -> Search:
     """One named config through QueryEngine.search, exactly as the CLI/API call it."""
+
     def search(question: str) -> list[str]:
         return [hit.doc_id for hit in engine.search(question, config=config, k=K).hits]
+
     return search
 
 
@@ -103,8 +105,7 @@ def bm25s_stemmer() -> tuple[Callable | None, str]:
 
 def bm25s_system(chunks: list[dict], stemmer: Callable | None) -> Search:
     """BM25 (bm25s defaults: lucene idf, k1=1.5, b=0.75) over the same chunk texts."""
-    tokens = bm25s.tokenize([lexical_text(c) for c in chunks], stopwords="en", stemmer=stemmer,
-                            show_progress=False)
+    tokens = bm25s.tokenize([lexical_text(c) for c in chunks], stopwords="en", stemmer=stemmer, show_progress=False)
     retriever = bm25s.BM25()
     retriever.index(tokens, show_progress=False)
     doc_ids = np.array([c["doc_id"] for c in chunks], dtype=object)
@@ -113,6 +114,7 @@ def bm25s_system(chunks: list[dict], stemmer: Callable | None) -> Search:
         query = bm25s.tokenize([question], stopwords="en", stemmer=stemmer, show_progress=False)
         idx, _scores = retriever.retrieve(query, k=K, show_progress=False, n_threads=0)
         return doc_ids[idx[0]].tolist()
+
     return search
 
 
@@ -132,9 +134,11 @@ def lance_copy(home: DataHome, version: str, chunks: list[dict], tmp: str) -> la
 
 def lance_fts(table) -> Search:
     """Native BM25 full-text search (a match query: OR of the analysed terms)."""
+
     def search(question: str) -> list[str]:
         hits = table.search(question, query_type="fts").select(["doc_id", "_score"]).limit(K).to_arrow()
         return hits["doc_id"].to_pylist()
+
     return search
 
 
@@ -149,15 +153,18 @@ def lance_hybrid(table, embedder: Embedder, *, cap: int = 0, depth: int = 50) ->
         # No select(): a projection without _distance/_score logs a Lance WARN per leg.
         hits = table.search(query_type="hybrid").vector(vector).text(question).limit(limit).to_arrow()
         return cap_per_page(hits["doc_id"].to_pylist(), lambda doc: doc, cap)[:K]
+
     return search
 
 
 def lance_dense(table, embedder: Embedder) -> Search:
     """Plain flat cosine search on the copied vectors: our dense side minus the floor."""
+
     def search(question: str) -> list[str]:
         vector = embedder.encode([question])[0]
         hits = table.search(vector).distance_type("cosine").select(["doc_id", "_distance"]).limit(K).to_arrow()
         return hits["doc_id"].to_pylist()
+
     return search
 
 
@@ -170,8 +177,13 @@ def score(search: Search, record) -> dict:
     ranked = search(record.question)
     ms = (time.perf_counter() - started) * 1000.0
     relevant = set(record.relevant)
-    return {"rank": rank_of_first_relevant(ranked, relevant), "ndcg": ndcg_at(ranked, relevant, 10),
-            "latency_ms": ms, "should_abstain": False, "abstained": not ranked}
+    return {
+        "rank": rank_of_first_relevant(ranked, relevant),
+        "ndcg": ndcg_at(ranked, relevant, 10),
+        "latency_ms": ms,
+        "should_abstain": False,
+        "abstained": not ranked,
+    }
 
 
 def run_all(systems: dict[str, Search], sets: dict[str, list]) -> dict[str, dict[str, list[dict]]]:
@@ -187,7 +199,7 @@ def run_all(systems: dict[str, Search], sets: dict[str, list]) -> dict[str, dict
     rows = {name: {qset: [] for qset in sets} for name in names}
     for qset, records in sets.items():
         for i, record in enumerate(records):
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 rows[name][qset].append(score(systems[name], record))
     return rows
 
@@ -206,12 +218,19 @@ def margins(results: dict[str, dict], qset: str) -> dict[str, dict]:
     """Best ours minus best peer, per metric (each side picks its own best system)."""
     out = {}
     for metric in ("mrr@10", "hit@5"):
+
         def best(prefix_ours: bool, metric: str = metric):
             pool = {s: r[qset][metric] for s, r in results.items() if s.startswith("ours-") == prefix_ours}
             return max(pool.items(), key=lambda kv: kv[1])
+
         (o_name, o_val), (p_name, p_val) = best(True), best(False)
-        out[metric] = {"ours": o_name, "ours_value": o_val, "peer": p_name, "peer_value": p_val,
-                       "margin": round(o_val - p_val, 4)}
+        out[metric] = {
+            "ours": o_name,
+            "ours_value": o_val,
+            "peer": p_name,
+            "peer_value": p_val,
+            "margin": round(o_val - p_val, 4),
+        }
     return out
 
 
@@ -220,17 +239,23 @@ def markdown(report: dict) -> str:
     lines = []
     for qset in ("k8s_eval", "own_answerable"):
         n = next(iter(report["systems"].values()))[qset]["n"]
-        lines += ["", f"**{qset}** (n={n})", "",
-                  "| system | hit@1 | hit@5 | hit@10 | MRR@10 | nDCG@10 | p50 ms | p95 ms | empty |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"**{qset}** (n={n})",
+            "",
+            "| system | hit@1 | hit@5 | hit@10 | MRR@10 | nDCG@10 | p50 ms | p95 ms | empty |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for system, res in report["systems"].items():
             r = res[qset]
             cells = [f"{r[m]:.3f}" if "@" in m else f"{r[m]:.1f}" for m in METRICS]
             lines.append(f"| {system} | {' | '.join(cells)} | {r['empty_results']} |")
         lines.append("")
         for metric, m in report["margins"][qset].items():
-            lines.append(f"- best ours vs best peer, {metric}: {m['ours']} {m['ours_value']:.3f} vs "
-                         f"{m['peer']} {m['peer_value']:.3f} → margin {m['margin']:+.3f}")
+            lines.append(
+                f"- best ours vs best peer, {metric}: {m['ours']} {m['ours_value']:.3f} vs "
+                f"{m['peer']} {m['peer_value']:.3f} → margin {m['margin']:+.3f}"
+            )
     lines.append("")
     for name, ratio in report["latency_vs_lancedb_hybrid"].items():
         lines.append(f"- {name} p50 / lancedb-hybrid p50 (all questions): {ratio:.2f}× (target ≤ 2×)")
@@ -242,17 +267,23 @@ def build_systems(engine: QueryEngine, home: DataHome, chunks: list[dict], tmp: 
     stemmer, stem_note = bm25s_stemmer()
     table, embedder = lance_copy(home, engine.version, chunks, tmp), Embedder(engine.build_config.model_id)
     systems = {f"ours-{c}": ours(engine, c) for c in OUR_CONFIGS}
-    systems |= {"bm25s": bm25s_system(chunks, stemmer), "lancedb-fts": lance_fts(table),
-                "lancedb-hybrid": lance_hybrid(table, embedder), "lancedb-dense": lance_dense(table, embedder),
-                "lancedb-hybrid-cap2": lance_hybrid(table, embedder, cap=2)}
+    systems |= {
+        "bm25s": bm25s_system(chunks, stemmer),
+        "lancedb-fts": lance_fts(table),
+        "lancedb-hybrid": lance_hybrid(table, embedder),
+        "lancedb-dense": lance_dense(table, embedder),
+        "lancedb-hybrid-cap2": lance_hybrid(table, embedder, cap=2),
+    }
     lex = "title+section+text per chunk"
-    notes = {"ours-*": "Tantivy (title/section/body/ident fields, Porter2 + identifier splitting, boosts) "
-                       "+ LanceDB vectors of context line + text; named RetrievalConfig (dense/hybrid: floor 0.35)",
-             "bm25s": f"{lex}; regex \\w\\w+ tokenizer, lowercase, English stop words; stemmer: {stem_note}",
-             "lancedb-fts": f"{lex}; native FTS, simple tokenizer, lowercase, English stop words + stemming",
-             "lancedb-hybrid": "native FTS above + copied vectors (L2 on unit vectors = cosine order), RRF k=60",
-             "lancedb-dense": "copied vectors, flat cosine search, no floor",
-             "lancedb-hybrid-cap2": "lancedb-hybrid, 50 hits, then our cap of 2 chunks per page, first 10"}
+    notes = {
+        "ours-*": "Tantivy (title/section/body/ident fields, Porter2 + identifier splitting, boosts) "
+        "+ LanceDB vectors of context line + text; named RetrievalSettings (dense/hybrid: floor 0.35)",
+        "bm25s": f"{lex}; regex \\w\\w+ tokenizer, lowercase, English stop words; stemmer: {stem_note}",
+        "lancedb-fts": f"{lex}; native FTS, simple tokenizer, lowercase, English stop words + stemming",
+        "lancedb-hybrid": "native FTS above + copied vectors (L2 on unit vectors = cosine order), RRF k=60",
+        "lancedb-dense": "copied vectors, flat cosine search, no floor",
+        "lancedb-hybrid-cap2": "lancedb-hybrid, 50 hits, then our cap of 2 chunks per page, first 10",
+    }
     return systems, notes
 
 
@@ -271,10 +302,20 @@ def main() -> None:
     chunked = {c["doc_id"] for c in chunks}
     skipped["k8s_scored_page_has_no_chunks"] = sum(not chunked & set(r.relevant) for r in sets["k8s_eval"])
     engine = QueryEngine(home, version)
-    report = {"version": version, "chunks": len(chunks), "k": K, "questions": {k: len(v) for k, v in sets.items()},
-              **skipped, "env": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                 "lancedb": lancedb.__version__, "bm25s": bm25s.__version__,
-                                 "load_avg_1m_start": round(os.getloadavg()[0], 1)}}
+    report = {
+        "version": version,
+        "chunks": len(chunks),
+        "k": K,
+        "questions": {k: len(v) for k, v in sets.items()},
+        **skipped,
+        "env": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "lancedb": lancedb.__version__,
+            "bm25s": bm25s.__version__,
+            "load_avg_1m_start": round(os.getloadavg()[0], 1),
+        },
+    }
     with tempfile.TemporaryDirectory(prefix="bench_peers_") as tmp:
         t0 = time.perf_counter()
         systems, report["indexes"] = build_systems(engine, home, chunks, tmp)
@@ -285,8 +326,9 @@ def main() -> None:
     results = report["systems"]
     lance_p50 = results["lancedb-hybrid"]["all"]["latency_p50_ms"]
     hybrids = ("ours-hybrid-rrf", "ours-hybrid-weighted", "ours-hybrid-page", "ours-hybrid-learned")
-    report["latency_vs_lancedb_hybrid"] = {s: round(results[s]["all"]["latency_p50_ms"] / lance_p50, 2)
-                                           for s in hybrids}
+    report["latency_vs_lancedb_hybrid"] = {
+        s: round(results[s]["all"]["latency_p50_ms"] / lance_p50, 2) for s in hybrids
+    }
     report["margins"] = {q: margins(results, q) for q in sets}
     report["env"]["load_avg_1m_end"] = round(os.getloadavg()[0], 1)  # latency is only as quiet as the box
     report["seconds_total"] = round(time.perf_counter() - started, 1)

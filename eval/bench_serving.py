@@ -55,9 +55,24 @@ def workload(qs: list[str], searches: int, answers: int, offset: int = 0) -> lis
 def start_server(home: str, port: int, workers: int, max_inflight: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "INFRA_RAG_HOME": home}
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(port), "--workers",
-                             str(workers), "--max-inflight", str(max_inflight)], env=env,
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infra_rag_assets",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--max-inflight",
+            str(max_inflight),
+        ],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -98,8 +113,11 @@ def sweep(args, qs: list[str]) -> list[dict]:
         try:
             run_load(f"http://127.0.0.1:{args.port}", workload(qs, 20, 0), 2)  # warm every worker
             for concurrency in args.concurrency:
-                result = run_load(f"http://127.0.0.1:{args.port}",
-                                  workload(qs, args.requests, args.requests // 10, offset=concurrency), concurrency)
+                result = run_load(
+                    f"http://127.0.0.1:{args.port}",
+                    workload(qs, args.requests, args.requests // 10, offset=concurrency),
+                    concurrency,
+                )
                 row = {"workers": workers, **result.summary(), "rss_mb_per_worker": worker_rss_mb(proc)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -115,18 +133,38 @@ def acceptance(args, qs: list[str]) -> dict:
     batch.write_text("".join(json.dumps({"id": i, "question": q}) + "\n" for i, q in enumerate(qs[:200])))
     proc = start_server(args.home, args.port, args.workers[0], args.max_inflight, tmp / "server.log")
     try:
-        cli = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "--home", args.home, "search", "--batch",
-                                str(batch), "--k", "10", "-o", str(tmp / "out.jsonl")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cli = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "infra_rag_assets",
+                "--home",
+                args.home,
+                "search",
+                "--batch",
+                str(batch),
+                "--k",
+                "10",
+                "-o",
+                str(tmp / "out.jsonl"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         result = run_load(f"http://127.0.0.1:{args.port}", workload(qs, 400, 40), 16)
         cli_code = cli.wait(timeout=900)
         rss = worker_rss_mb(proc)
     finally:
         stop(proc)
-    summary = {**result.summary(), "workers": args.workers[0], "rss_mb_per_worker": rss, "cli_batch_exit": cli_code,
-               "cli_batch_lines": len((tmp / "out.jsonl").read_text().splitlines()) if cli_code == 0 else 0,
-               "searches": sum(r.path == "/search" for r in result.replies),
-               "answers": sum(r.path == "/answer" for r in result.replies)}
+    summary = {
+        **result.summary(),
+        "workers": args.workers[0],
+        "rss_mb_per_worker": rss,
+        "cli_batch_exit": cli_code,
+        "cli_batch_lines": len((tmp / "out.jsonl").read_text().splitlines()) if cli_code == 0 else 0,
+        "searches": sum(r.path == "/search" for r in result.replies),
+        "answers": sum(r.path == "/answer" for r in result.replies),
+    }
     print(json.dumps(summary), flush=True)
     return summary
 

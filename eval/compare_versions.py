@@ -16,8 +16,10 @@ METRICS = ("mrr@10", "hit@5")
 
 
 def newest_run(con, version: str) -> str:
-    return con.execute("SELECT run_id FROM eval_results WHERE index_version = ? GROUP BY run_id "
-                       "ORDER BY max(rowid) DESC LIMIT 1", [version]).fetchone()[0]
+    return con.execute(
+        "SELECT run_id FROM eval_results WHERE index_version = ? GROUP BY run_id ORDER BY max(rowid) DESC LIMIT 1",
+        [version],
+    ).fetchone()[0]
 
 
 def metric_rows(con, version: str, regimes: list[str]) -> dict:
@@ -25,7 +27,9 @@ def metric_rows(con, version: str, regimes: list[str]) -> dict:
     rows = con.execute(
         "SELECT benchmark, regime, slice, slice_value, metric, value, n FROM eval_metrics WHERE index_version = ? "
         "AND run_id = ? AND regime IN (SELECT unnest(?)) AND (slice = 'overall' OR (benchmark = 'own_labelled' "
-        "AND slice = 'category'))", [version, run, regimes]).fetchall()
+        "AND slice = 'category'))",
+        [version, run, regimes],
+    ).fetchall()
     return {(b, r, sv if s != "overall" else "overall", m): (v, n) for b, r, s, sv, m, v, n in rows}
 
 
@@ -46,8 +50,10 @@ def main() -> None:
             cells.append("-" if mrr is None else f"{mrr:.3f} / {hit:.3f}")
         print(f"{b}\t{r}\t{s}\t" + "\t".join(cells))
     for version, rows in zip(args.versions, found):
-        abst = {m: rows.get(("own_labelled", "serving", "overall", m), (None,))[0]
-                for m in ("abstention_precision", "abstention_recall")}
+        abst = {
+            m: rows.get(("own_labelled", "serving", "overall", m), (None,))[0]
+            for m in ("abstention_precision", "abstention_recall")
+        }
         print(f"{version} own serving abstention precision/recall: {abst}")
 
 

@@ -49,11 +49,18 @@ class LoadResult:
     def summary(self) -> dict[str, Any]:
         ok = [r for r in self.replies if 200 <= r.status < 300]
         lat = sorted(r.latency_ms for r in ok)
-        return {"requests": len(self.replies), "concurrency": self.concurrency, "ok": len(ok),
-                "errors": len(self.replies) - len(ok), "by_status": dict(sorted(self.by_status.items())),
-                "rps": round(len(ok) / self.wall_s, 1) if self.wall_s else 0.0,
-                "p50_ms": _pct(lat, 0.50), "p95_ms": _pct(lat, 0.95), "max_ms": round(lat[-1], 1) if lat else None,
-                "wall_s": round(self.wall_s, 2)}
+        return {
+            "requests": len(self.replies),
+            "concurrency": self.concurrency,
+            "ok": len(ok),
+            "errors": len(self.replies) - len(ok),
+            "by_status": dict(sorted(self.by_status.items())),
+            "rps": round(len(ok) / self.wall_s, 1) if self.wall_s else 0.0,
+            "p50_ms": _pct(lat, 0.50),
+            "p95_ms": _pct(lat, 0.95),
+            "max_ms": round(lat[-1], 1) if lat else None,
+            "wall_s": round(self.wall_s, 2),
+        }
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -62,8 +69,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(q * len(values)))], 1)
 
 
-def run_load(base_url: str, requests: list[tuple[str, dict]], concurrency: int, *,
-             timeout_s: float = 60.0) -> LoadResult:
+def run_load(
+    base_url: str, requests: list[tuple[str, dict]], concurrency: int, *, timeout_s: float = 60.0
+) -> LoadResult:
     """POST every (path, json body) once, ``concurrency`` at a time; returns every reply in order."""
     parts = urlsplit(base_url)
     if not is_loopback(parts.hostname or ""):

@@ -28,8 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", default=os.environ.get("INFRA_RAG_SOURCES", str(ROOT / "sources.yaml")))
-    parser.add_argument("--json", nargs="?", default="", const=str(ROOT / "eval" / "results" / "ingest_bounds.json"),
-                        help="also write the report to OUT (default eval/results/ingest_bounds.json)")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        default="",
+        const=str(ROOT / "eval" / "results" / "ingest_bounds.json"),
+        help="also write the report to OUT (default eval/results/ingest_bounds.json)",
+    )
     args = parser.parse_args()
 
     from infra_rag_assets.rag.index.config import ChunkSettings
@@ -60,15 +65,21 @@ def main() -> None:
     longest = chunks.with_columns(chunks["text"].str.len_chars().alias("chars")).sort("chars", descending=True)
     slowest = docs.sort("parse_ms", descending=True)
     report = {
-        "pages": len(pages), "documents": len(docs),
+        "pages": len(pages),
+        "documents": len(docs),
         "documents_by_status": dict(Counter(s.split(":")[0] for s in docs["status"].to_list())),
-        "document_hash": doc_digest.hexdigest(), "mirror_fingerprints": fingerprints,
-        "chunks": len(chunks), "chunk_hash": digest.hexdigest(),
-        "max_chunk_chars": int(longest["chars"][0]), "max_chunk_chars_doc": longest["doc_id"][0],
+        "document_hash": doc_digest.hexdigest(),
+        "mirror_fingerprints": fingerprints,
+        "chunks": len(chunks),
+        "chunk_hash": digest.hexdigest(),
+        "max_chunk_chars": int(longest["chars"][0]),
+        "max_chunk_chars_doc": longest["doc_id"][0],
         "max_chunk_tokens": int(chunks["token_count"].max()),
-        "max_chunks_per_doc": max(per_doc.values()), "max_chunks_doc": per_doc.most_common(1)[0][0],
+        "max_chunks_per_doc": max(per_doc.values()),
+        "max_chunks_doc": per_doc.most_common(1)[0][0],
         "max_doc_chars": int(docs["char_count"].max()),
-        "max_parse_ms": round(float(slowest["parse_ms"][0]), 1), "max_parse_doc": slowest["doc_id"][0],
+        "max_parse_ms": round(float(slowest["parse_ms"][0]), 1),
+        "max_parse_doc": slowest["doc_id"][0],
         "max_page_bytes": int(pages["size_bytes"].max()),
         "wall_s": round(time.perf_counter() - started, 1),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,

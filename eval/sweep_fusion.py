@@ -25,14 +25,24 @@ from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, recipr
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
 from infra_rag_assets.rag.search.fusion import FusionSettings, cap_per_page, hybrid_page_scores
-from infra_rag_assets.rag.search.ranker_training import CACHE_DEPTH, candidate_lists
+from infra_rag_assets.rag.search.ranking.training import CACHE_DEPTH, candidate_lists
 
 DEPTH = CACHE_DEPTH  # cached per side; settings use <= this
 GRIDS = {
-    "small": {"alpha": [0.3], "page_weight": [0.0, 0.3, 0.5, 0.7], "page_dense_weight": [0.0, 0.1],
-              "max_per_page": [0, 2], "depth": [50]},
-    "full": {"alpha": [0.2, 0.3, 0.4], "page_weight": [0.0, 0.3, 0.5, 0.7, 1.0],
-             "page_dense_weight": [0.0, 0.1, 0.2, 0.3], "max_per_page": [0, 1, 2, 3], "depth": [30, 50, 100]},
+    "small": {
+        "alpha": [0.3],
+        "page_weight": [0.0, 0.3, 0.5, 0.7],
+        "page_dense_weight": [0.0, 0.1],
+        "max_per_page": [0, 2],
+        "depth": [50],
+    },
+    "full": {
+        "alpha": [0.2, 0.3, 0.4],
+        "page_weight": [0.0, 0.3, 0.5, 0.7, 1.0],
+        "page_dense_weight": [0.0, 0.1, 0.2, 0.3],
+        "max_per_page": [0, 1, 2, 3],
+        "depth": [30, 50, 100],
+    },
 }
 
 
@@ -66,8 +76,7 @@ def score(data: dict, setting: dict) -> dict[str, dict]:
             rank = rank_of_first_relevant([page_of(c) for c in ranked], set(q["relevant"]))
             rr.append(reciprocal_rank(rank, 10))
             hit5.append(rank is not None and rank <= 5)
-        results[name] = {"mrr@10": round(sum(rr) / len(rr), 4), "hit@5": round(sum(hit5) / len(hit5), 4),
-                         "n": len(rr)}
+        results[name] = {"mrr@10": round(sum(rr) / len(rr), 4), "hit@5": round(sum(hit5) / len(hit5), 4), "n": len(rr)}
     return results
 
 
@@ -87,8 +96,9 @@ def main() -> None:
     rows = []
     for values in itertools.product(*grid.values()):
         setting = dict(zip(grid, values))
-        rows.append({**setting, **{f"{s}.{m}": v for s, r in score(data, setting).items() for m, v in r.items()
-                                   if m != "n"}})
+        rows.append(
+            {**setting, **{f"{s}.{m}": v for s, r in score(data, setting).items() for m, v in r.items() if m != "n"}}
+        )
     rows.sort(key=lambda r: -r["k8s_eval.mrr@10"])
     for row in rows:
         print(json.dumps(row))

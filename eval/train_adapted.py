@@ -19,8 +19,8 @@ import json
 import time
 
 from infra_rag_assets.defs.index.models import model_for_version, train_version_model
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
-from infra_rag_assets.rag.index.config import BuildConfig
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource
+from infra_rag_assets.rag.index.config import BuildSettings
 
 
 def main() -> None:
@@ -33,11 +33,15 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int)
     args = parser.parse_args()
     store = DataHomeResource(home=args.home)
-    recipe = BuildSettings(adapt=True).recipe()
-    overrides = {"labelled_examples": args.labelled, "doc_examples": args.doc, "epochs": args.epochs,
-                 "max_seq_length": args.max_seq_length}
+    recipe = BuildResource(adapt=True).recipe()
+    overrides = {
+        "labelled_examples": args.labelled,
+        "doc_examples": args.doc,
+        "epochs": args.epochs,
+        "max_seq_length": args.max_seq_length,
+    }
     recipe = dataclasses.replace(recipe, **{k: v for k, v in overrides.items() if v is not None})
-    recorded = BuildConfig.from_dict(store.data_home().warehouse().version_config(args.version) or {})
+    recorded = BuildSettings.from_dict(store.data_home().warehouse().version_config(args.version) or {})
     config = dataclasses.replace(recorded, adaptation=recipe)
     model = model_for_version(store, args.version, config)
     print(f"model {model.key}: {model.model_id}", flush=True)
@@ -53,8 +57,19 @@ def main() -> None:
             print(f"step {step}/{total} loss {loss:.4f} {time.perf_counter() - started:.0f}s", flush=True)
 
     record = train_version_model(store, args.version, config, model, progress=progress)
-    keep = ("examples", "composition", "seconds_training_set", "seconds_training", "cpu_seconds_training",
-            "pairs_per_second", "steps", "loss_first", "loss_last_20", "trained_weights_hash", "model_path")
+    keep = (
+        "examples",
+        "composition",
+        "seconds_training_set",
+        "seconds_training",
+        "cpu_seconds_training",
+        "pairs_per_second",
+        "steps",
+        "loss_first",
+        "loss_last_20",
+        "trained_weights_hash",
+        "model_path",
+    )
     print(json.dumps({k: record.get(k) for k in keep}, indent=2))
 
 

@@ -1,4 +1,4 @@
-"""Train the learned ranker (``rag/search/ranker.py``) on the k8s TRAIN split of one index
+"""Train the learned ranker (``rag/search/ranking/ranker.py``) on the k8s TRAIN split of one index
 version's candidates, and report it beside ``hybrid-page`` on the eval split and our own set.
 
 Candidates are cached once per version (``eval.sweep_fusion.collect``: dense, lexical and page-index
@@ -26,10 +26,10 @@ from infra_rag_assets.rag.index.serving_snapshot import read_catalog
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.fusion import cap_per_page, hybrid_page_scores
 from infra_rag_assets.rag.search.page_vectors import PageVectors
-from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
-from infra_rag_assets.rag.search.ranker_features import GROUPS
-from infra_rag_assets.rag.search.ranker_training import DEPTH, PAGE_DEPTH, labelled_candidates
-from infra_rag_assets.rag.search.retrieval_config import HYBRID_PAGE
+from infra_rag_assets.rag.search.ranking.features import GROUPS
+from infra_rag_assets.rag.search.ranking.ranker import FitSettings, Ranker, fit, rank_chunks
+from infra_rag_assets.rag.search.ranking.training import DEPTH, PAGE_DEPTH, labelled_candidates
+from infra_rag_assets.rag.search.retrieval_settings import HYBRID_PAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SPEC = ROOT / "eval" / "benchmarks" / "k8s_bench_train.yaml"
@@ -61,17 +61,21 @@ def doc_query_sets(home: DataHome, version: str, per_set: int, seed: int = 1) ->
     without reading the own set."""
     from types import SimpleNamespace
 
+    from infra_rag_assets.rag.adapt.pairs import balanced_sample, doc_pairs
+    from infra_rag_assets.rag.adapt.training_set import CHUNK_FIELDS
     from infra_rag_assets.rag.index.config import AdaptRecipe
-    from infra_rag_assets.rag.index.pairs import balanced_sample, doc_pairs
-    from infra_rag_assets.rag.index.training_set import CHUNK_FIELDS
 
     con = duckdb.connect(str(home.root / "warehouse.duckdb"), read_only=True)
     try:
         cur = con.execute(f"SELECT {', '.join(CHUNK_FIELDS)} FROM chunks WHERE index_version = ?", [version])
         cols = [d[0] for d in cur.description]
         chunks = [dict(zip(cols, row)) for row in cur.fetchall()]
-        descriptions = dict(con.execute("SELECT doc_id, description FROM documents WHERE index_version = ? "
-                                        "AND description IS NOT NULL", [version]).fetchall())
+        descriptions = dict(
+            con.execute(
+                "SELECT doc_id, description FROM documents WHERE index_version = ? AND description IS NOT NULL",
+                [version],
+            ).fetchall()
+        )
     finally:
         con.close()
     recipe = AdaptRecipe()
@@ -80,9 +84,14 @@ def doc_query_sets(home: DataHome, version: str, per_set: int, seed: int = 1) ->
     rest = [p for p in pairs if p.query not in trained]
     picked = balanced_sample(rest, 2 * per_set, seed)
     import random
+
     random.Random(seed).shuffle(picked)
-    as_record = lambda n, p: SimpleNamespace(id=f"doc:{p.project}:{p.kind}:{n}", question=p.query,  # noqa: E731
-                                             relevant=[p.doc_id], project=p.project)
+
+    def as_record(n, p):
+        return SimpleNamespace(
+            id=f"doc:{p.project}:{p.kind}:{n}", question=p.query, relevant=[p.doc_id], project=p.project
+        )
+
     records = [as_record(n, p) for n, p in enumerate(picked)]
     return {"doc_fit": records[:per_set], "doc_check": records[per_set:]}
 
@@ -108,11 +117,16 @@ def cached(home: DataHome, version: str, path: Path | None, doc_queries: int = 0
 
 
 K = 10  # chunks returned
-ABLATION = [("base",), ("base", "dense", "lexical", "page"), ("base", "dense", "lexical", "page", "agree"),
-            ("base", "dense", "lexical", "page", "agree", "intent"),
-            ("base", "dense", "lexical", "page", "agree", "intent", "type"),
-            ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"),
-            tuple(g for g in GROUPS if g != "centroid"), tuple(GROUPS)]
+ABLATION = [
+    ("base",),
+    ("base", "dense", "lexical", "page"),
+    ("base", "dense", "lexical", "page", "agree"),
+    ("base", "dense", "lexical", "page", "agree", "intent"),
+    ("base", "dense", "lexical", "page", "agree", "intent", "type"),
+    ("base", "dense", "lexical", "page", "agree", "intent", "type", "project"),
+    tuple(g for g in GROUPS if g != "centroid"),
+    tuple(GROUPS),
+]
 
 
 def questions(data: dict, name: str, catalog: dict, page_vectors: PageVectors | None = None) -> list[dict]:
@@ -125,8 +139,16 @@ def questions(data: dict, name: str, catalog: dict, page_vectors: PageVectors | 
         cands, labels = labelled_candidates(q, catalog, page_vectors if "vector" in q else None)
         relevant = set(q["relevant"])
         baseline = [c for c, _ in hybrid_page_scores(dense, lexical, pages, page_of, HYBRID_PAGE.fusion_settings)]
-        out.append({"cands": cands, "labels": labels, "relevant": relevant, "id": q["id"],
-                    "baseline": cap_per_page(baseline, page_of, HYBRID_PAGE.max_per_page), "page_of": page_of})
+        out.append(
+            {
+                "cands": cands,
+                "labels": labels,
+                "relevant": relevant,
+                "id": q["id"],
+                "baseline": cap_per_page(baseline, page_of, HYBRID_PAGE.max_per_page),
+                "page_of": page_of,
+            }
+        )
     return out
 
 
@@ -137,20 +159,28 @@ def metrics(qs: list[dict], ranker: Ranker | None, max_per_page: int = 2) -> dic
         chunks = q["baseline"] if ranker is None else [c for c, _ in rank_chunks(q["cands"], ranker, max_per_page)]
         ranks.append(rank_of_first_relevant([q["page_of"](c) for c in chunks[:K]], q["relevant"]))
     n = len(ranks)
-    return {"mrr@10": sum(reciprocal_rank(r, K) for r in ranks) / n,
-            **{f"hit@{k}": sum(r is not None and r <= k for r in ranks) / n for k in (1, 5, 10)}}
+    return {
+        "mrr@10": sum(reciprocal_rank(r, K) for r in ranks) / n,
+        **{f"hit@{k}": sum(r is not None and r <= k for r in ranks) / n for k in (1, 5, 10)},
+    }
 
 
 def fit_groups(train: list[dict], names, settings: FitSettings | None = None) -> Ranker:
-    return fit([(q["cands"].features, q["labels"]) for q in train if len(q["labels"])], names,
-               settings or FitSettings())
+    return fit(
+        [(q["cands"].features, q["labels"]) for q in train if len(q["labels"])], names, settings or FitSettings()
+    )
 
 
 REPORTED = ("k8s_eval", "own_answerable", "train")
 
 
-def report(label: str, sets: dict[str, list[dict]], ranker: Ranker | None, max_per_page: int = 2,
-           names: tuple[str, ...] = REPORTED) -> None:
+def report(
+    label: str,
+    sets: dict[str, list[dict]],
+    ranker: Ranker | None,
+    max_per_page: int = 2,
+    names: tuple[str, ...] = REPORTED,
+) -> None:
     cells = []
     for name in names:
         m = metrics(sets[name], ranker, max_per_page)
@@ -178,10 +208,13 @@ def doc_experiment(sets: dict[str, list[dict]], max_per_page: int) -> None:
     names = ("k8s_eval", "own_answerable", "doc_check", "doc_check_other")
     print(f"| ranker ({len(sets['doc_fit'])} doc queries) | " + " | ".join(names) + " |\n|---|---|---|---|---|")
     report("hybrid-page (replayed)", sets, None, names=names)
-    fits = {"k8s train only": sets["train"], "train + doc queries of every project": sets["train"] + sets["doc_fit"],
-            "train + doc queries of other projects": sets["train"] + other(sets["doc_fit"]),
-            "train + half the other-project doc queries": sets["train"] + other(sets["doc_fit"])[::2],
-            "doc queries only": sets["doc_fit"]}
+    fits = {
+        "k8s train only": sets["train"],
+        "train + doc queries of every project": sets["train"] + sets["doc_fit"],
+        "train + doc queries of other projects": sets["train"] + other(sets["doc_fit"]),
+        "train + half the other-project doc queries": sets["train"] + other(sets["doc_fit"])[::2],
+        "doc queries only": sets["doc_fit"],
+    }
     for label, train in fits.items():
         report(f"{label} ({len(train)} q)", sets, fit_groups(train, GROUPS_ALL), max_per_page, names)
 
@@ -221,20 +254,23 @@ def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) 
 
     from infra_rag_assets.rag.evaluate.evaluation import run_benchmark
     from infra_rag_assets.rag.search.engine import QueryEngine, single_thread_queries
-    from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS
+    from infra_rag_assets.rag.search.retrieval_settings import NAMED_CONFIGS
 
     single_thread_queries()
     engine = QueryEngine(home, version)
-    learned = dataclasses.replace(NAMED_CONFIGS["hybrid-learned"], name="learned", ranker=str(ranker_path.resolve()),
-                                  max_per_page=max_per_page)
+    learned = dataclasses.replace(
+        NAMED_CONFIGS["hybrid-learned"], name="learned", ranker=str(ranker_path.resolve()), max_per_page=max_per_page
+    )
     known = known_doc_ids(home, version)
     for name in ("k8s_bench_eval", "own_labelled"):
         run = run_benchmark(engine, load_benchmark(name, ROOT), known, ["hybrid-page", learned])
         for regime, summaries in run.summaries.items():
             o = summaries[0]
-            print(f"confirm {name} {regime}: n={o['n_answerable']} MRR@10 {o['mrr@10']:.3f} hit@1 {o['hit@1']:.3f} "
-                  f"hit@5 {o['hit@5']:.3f} hit@10 {o['hit@10']:.3f} abst.recall {o.get('abstention_recall')} "
-                  f"p50 {o['latency_p50_ms']:.0f} ms")
+            print(
+                f"confirm {name} {regime}: n={o['n_answerable']} MRR@10 {o['mrr@10']:.3f} hit@1 {o['hit@1']:.3f} "
+                f"hit@5 {o['hit@5']:.3f} hit@10 {o['hit@10']:.3f} abst.recall {o.get('abstention_recall')} "
+                f"p50 {o['latency_p50_ms']:.0f} ms"
+            )
 
 
 def main() -> None:
@@ -245,8 +281,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="write the all-groups ranker's JSON here")
     ap.add_argument("--confirm", action="store_true", help="then score --out through QueryEngine (slow)")
     ap.add_argument("--route", action="store_true", help="ranker only under a k8s top page (needs --doc-queries)")
-    ap.add_argument("--doc-queries", type=int, default=0,
-                    help="also cache this many label-free doc queries to fit with (and as many to check on)")
+    ap.add_argument(
+        "--doc-queries",
+        type=int,
+        default=0,
+        help="also cache this many label-free doc queries to fit with (and as many to check on)",
+    )
     args = ap.parse_args()
     home = DataHome.at()
     data = cached(home, args.version, args.cache, args.doc_queries)
@@ -260,8 +300,12 @@ def main() -> None:
         return
     ranker = ablation(sets, args.max_per_page)
     if args.out:
-        meta = {**ranker.meta, "index_version": args.version, "trained_on": "k8s_bench_train",
-                "train_questions_with_candidates": sum(1 for q in sets["train"] if q["labels"].any())}
+        meta = {
+            **ranker.meta,
+            "index_version": args.version,
+            "trained_on": "k8s_bench_train",
+            "train_questions_with_candidates": sum(1 for q in sets["train"] if q["labels"].any()),
+        }
         Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights, meta=meta).save(args.out)
         if args.confirm:
             confirm(home, args.version, args.out, args.max_per_page)

@@ -61,19 +61,38 @@ def main() -> None:
     for size in map(int, args.sizes.split(",")):
         for context in contexts:
             started = time.perf_counter()
-            frame = chunk_documents(docs, counter, ChunkSettings(target_tokens=size, max_tokens=size,
-                                                                 context_line=context))
+            frame = chunk_documents(
+                docs, counter, ChunkSettings(target_tokens=size, max_tokens=size, context_line=context)
+            )
             with tempfile.TemporaryDirectory() as tmp:
                 target = Path(tmp) / "idx"
-                build_index(target, (LexicalDoc(r["chunk_id"], r["doc_id"], r["project"], r["source"], r["page_kind"],
-                                                r["section_path"], r["title"] if context else "", r["text"],
-                                                list(r["pages"]))
-                                     for r in frame.iter_rows(named=True)))
+                build_index(
+                    target,
+                    (
+                        LexicalDoc(
+                            r["chunk_id"],
+                            r["doc_id"],
+                            r["project"],
+                            r["source"],
+                            r["page_kind"],
+                            r["section_path"],
+                            r["title"] if context else "",
+                            r["text"],
+                            list(r["pages"]),
+                        )
+                        for r in frame.iter_rows(named=True)
+                    ),
+                )
                 searcher = LexicalSearcher.open(target)
                 doc_of = dict(zip(frame["chunk_id"], frame["doc_id"]))
-                row = {"max_tokens": size, "context_line": context, "chunks": len(frame),
-                       "k8s": score(searcher, doc_of, k8s), "own": score(searcher, doc_of, own),
-                       "seconds": round(time.perf_counter() - started, 1)}
+                row = {
+                    "max_tokens": size,
+                    "context_line": context,
+                    "chunks": len(frame),
+                    "k8s": score(searcher, doc_of, k8s),
+                    "own": score(searcher, doc_of, own),
+                    "seconds": round(time.perf_counter() - started, 1),
+                }
             print(json.dumps(row), flush=True)
             results.append(row)
     out = ROOT / "eval" / "results" / "chunk_sizes_lexical.json"

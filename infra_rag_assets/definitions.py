@@ -2,7 +2,7 @@
 
 ``domain_model`` is a stage of the build chain (chunks → domain_model → vectors): it adapts the
 embedding model per version, or reuses an adapted model by content address, or names the base
-model in a quick build (``BuildSettings.adapt``).
+model in a quick build (``BuildResource.adapt``).
 
 Resources are wired here and only here: CLI builds run these jobs (in-process or through the
 run queue) and override resource fields with run config, never with other objects.
@@ -15,22 +15,38 @@ from .defs.evaluate import abstention_calibration, eval_run, page_ranker
 from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, source_pages
 from .defs.operate import automation, operations, release, served_traces
-from .defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+from .defs.resources import BuildResource, DataHomeResource, EmbedderResource
 
-ASSETS = [source_pages.source_pages, documents.documents, chunks.chunks, models.domain_model, indexes.vectors,
-          indexes.lexical_index, abstention_calibration.abstention_calibration, page_ranker.page_ranker,
-          eval_run.eval_run, release.release, release.serving_release, served_traces.served_traces]
+ASSETS = [
+    source_pages.source_pages,
+    documents.documents,
+    chunks.chunks,
+    models.domain_model,
+    indexes.vectors,
+    indexes.lexical_index,
+    abstention_calibration.abstention_calibration,
+    page_ranker.page_ranker,
+    eval_run.eval_run,
+    release.release,
+    release.serving_release,
+    served_traces.served_traces,
+]
 
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=[
-        documents.documents_spans_are_exact, documents.documents_failure_rate,
-        chunks.chunks_are_exact_slices, chunks.chunks_within_size,
-        indexes.vectors_match_chunks_and_model, indexes.lexical_matches_chunks,
-        eval_run.critical_gates, eval_run.warning_gates, operations.release_canary,
+        documents.documents_spans_are_exact,
+        documents.documents_failure_rate,
+        chunks.chunks_are_exact_slices,
+        chunks.chunks_within_size,
+        indexes.vectors_match_chunks_and_model,
+        indexes.lexical_matches_chunks,
+        eval_run.critical_gates,
+        eval_run.warning_gates,
+        operations.release_canary,
     ],
     jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],
     sensors=[automation.sources_changed, automation.serve_approved_builds],
-    resources={"store": DataHomeResource(), "settings": BuildSettings(), "embedding": EmbedderResource()},
+    resources={"store": DataHomeResource(), "settings": BuildResource(), "embedding": EmbedderResource()},
 )

@@ -95,8 +95,10 @@ def memory_scan_max_rows(default: int) -> int:
     if not raw:
         return default
     if not raw.isdigit():
-        raise ValueError(f"{PREFIX}MEMORY_SCAN_MAX_ROWS must be a whole number of rows (0 turns the in-process "
-                         f"scan off), got {raw!r}")
+        raise ValueError(
+            f"{PREFIX}MEMORY_SCAN_MAX_ROWS must be a whole number of rows (0 turns the in-process "
+            f"scan off), got {raw!r}"
+        )
     return int(raw)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 # Fixture builds are quick builds (base model as is): adapting the model trains for seconds to
 # minutes per build. The tests of adaptation itself (test_domain_model.py) opt in with
-# BuildSettings(adapt=True) and a tiny recipe.
+# BuildResource(adapt=True) and a tiny recipe.
 os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -70,8 +70,7 @@ def make_fixture_corpus(root: Path) -> Path:
     (root / "html" / "nav.html").write_bytes(NAV_ONLY_HTML)
     (root / "html" / "routing.html").write_bytes(ARTICLE_HTML)
     (root / "pdf").mkdir()
-    shutil.copyfile(corpus / "pdf" / "cncf-software-supply-chain-practices-v2.pdf",
-                    root / "pdf" / "supply-chain.pdf")
+    shutil.copyfile(corpus / "pdf" / "cncf-software-supply-chain-practices-v2.pdf", root / "pdf" / "supply-chain.pdf")
     (root / "pdf" / "random.pdf").write_bytes(bytes(range(256)) * 64)
     return root
 
@@ -126,13 +125,13 @@ sources:
 
 @pytest.fixture
 def pipeline_env(tmp_path, fixture_sources):
-    """(ephemeral Dagster instance, DataHomeResource in tmp, BuildSettings over the fixture sources)."""
+    """(ephemeral Dagster instance, DataHomeResource in tmp, BuildResource over the fixture sources)."""
     import dagster as dg
 
-    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
+    from infra_rag_assets.defs.resources import BuildResource, DataHomeResource
 
     store = DataHomeResource(home=str(tmp_path / "home"))
-    settings = BuildSettings(sources_file=str(fixture_sources))
+    settings = BuildResource(sources_file=str(fixture_sources))
     with dg.DagsterInstance.ephemeral() as instance:
         yield instance, store, settings
 
@@ -158,14 +157,15 @@ def build_index_version(home: Path, sources: Path) -> str:
 
     from infra_rag_assets.control.builds import materialize_version, register_version
     from infra_rag_assets.control.stages import index_stages
-    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+    from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 
     store = DataHomeResource(home=str(home))
-    settings = BuildSettings(sources_file=str(sources))
+    settings = BuildResource(sources_file=str(sources))
     with dg.DagsterInstance.ephemeral() as instance:
         version = register_version(instance, store, settings, created_by="test")
-        result = materialize_version(version, index_stages(), instance, store, settings,
-                                     EmbedderResource(batch_size=16))
+        result = materialize_version(
+            version, index_stages(), instance, store, settings, EmbedderResource(batch_size=16)
+        )
         assert result.success
     return version
 
@@ -207,8 +207,9 @@ def pytest_collection_modifyitems(config, items):
             wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier'}")
     if not wrong:
         return
-    message = (f"every test needs exactly one tier marker of {', '.join(TIERS)} "
-               f"({len(wrong)} do not):\n" + "\n".join(wrong))
+    message = f"every test needs exactly one tier marker of {', '.join(TIERS)} ({len(wrong)} do not):\n" + "\n".join(
+        wrong
+    )
     if not hasattr(config, "workerinput"):
         raise pytest.UsageError(message)
     # An xdist worker's UsageError reaches the controller as a bare internal error without this

@@ -34,14 +34,20 @@ class PgServer:
 
     def env(self) -> dict[str, str]:
         """The DAGSTER_PG_* variables deploy/dagster.production.yaml reads."""
-        return {"DAGSTER_PG_HOST": self.host, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_DB": self.db,
-                "DAGSTER_PG_USER": self.user, "DAGSTER_PG_PASSWORD": self.password}
+        return {
+            "DAGSTER_PG_HOST": self.host,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_DB": self.db,
+            "DAGSTER_PG_USER": self.user,
+            "DAGSTER_PG_PASSWORD": self.password,
+        }
 
     def query(self, sql: str, params: tuple = (), db: str | None = None) -> list[tuple]:
         import psycopg2
 
-        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password,
-                                dbname=db or self.db)
+        conn = psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname=db or self.db
+        )
         try:
             with conn, conn.cursor() as cur:
                 cur.execute(sql, params)
@@ -53,8 +59,9 @@ class PgServer:
         """A statement outside a transaction (CREATE DATABASE)."""
         import psycopg2
 
-        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password,
-                                dbname="postgres")
+        conn = psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname="postgres"
+        )
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
@@ -89,15 +96,41 @@ def start_pg_server(bin_dir: Path) -> PgServer:
         pw = pwd.getpwnam("postgres")
         for path in (root, pwfile):
             os.chown(path, pw.pw_uid, pw.pw_gid)
-    _as_postgres([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
-                  f"--pwfile={pwfile}", "--encoding=UTF8", "--no-sync"])
+    _as_postgres(
+        [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=scram-sha-256",
+            f"--pwfile={pwfile}",
+            "--encoding=UTF8",
+            "--no-sync",
+        ]
+    )
     port = _free_port()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
-    _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-o", options,
-                  "-w", "-t", "60", "start"])
+    _as_postgres(
+        [
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]
+    )
     server = PgServer("127.0.0.1", port, "postgres", PASSWORD, "postgres", root)
-    _as_postgres([str(bin_dir / "psql"), "-h", str(root), "-p", str(port), "-U", "postgres", "-c",
-                  "CREATE DATABASE dagster"], env={**os.environ, "PGPASSWORD": PASSWORD})
+    _as_postgres(
+        [str(bin_dir / "psql"), "-h", str(root), "-p", str(port), "-U", "postgres", "-c", "CREATE DATABASE dagster"],
+        env={**os.environ, "PGPASSWORD": PASSWORD},
+    )
     server.db = "dagster"
     return server
 
@@ -113,8 +146,9 @@ def stop_pg_server(bin_dir: Path, server: PgServer) -> None:
 def pg_server():
     bin_dir = pg_bin()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
-                    "(.ci/run installs postgresql-15)")
+        pytest.skip(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (.ci/run installs postgresql-15)"
+        )
     pytest.importorskip("dagster_postgres", reason="the postgres extra is not installed: pip install -e '.[postgres]'")
     server = start_pg_server(bin_dir)
     try:

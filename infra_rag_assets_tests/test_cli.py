@@ -46,11 +46,14 @@ def test_from_chunks_reuses_previous_documents(cli):
     assert cli.warehouse.rows("SELECT count(*) FROM chunks WHERE index_version = ?", [second])[0][0] > 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["build", "--through", "nonsense"], "unknown stage 'nonsense'"),
-    (["build", "--from", "chunks", "--through", "documents"], "--from chunks is not a stage before"),
-    (["build", "--version", "no-such-version"], "unknown index version"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["build", "--through", "nonsense"], "unknown stage 'nonsense'"),
+        (["build", "--from", "chunks", "--through", "documents"], "--from chunks is not a stage before"),
+        (["build", "--version", "no-such-version"], "unknown index version"),
+    ],
+)
 def test_bad_arguments_give_one_line_errors(cli, args, message):
     result = cli(*args)
     assert result.exit_code == 2
@@ -60,8 +63,10 @@ def test_bad_arguments_give_one_line_errors(cli, args, message):
 
 def test_missing_mirror_is_a_one_line_error(cli, tmp_path, monkeypatch):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("sources:\n  - {name: k, project: kubernetes, kind: markdown_tree, license: x, "
-                   "url_template: 'https://x/{page_path}', mirror: /nonexistent/mirror}\n")
+    bad.write_text(
+        "sources:\n  - {name: k, project: kubernetes, kind: markdown_tree, license: x, "
+        "url_template: 'https://x/{page_path}', mirror: /nonexistent/mirror}\n"
+    )
     monkeypatch.setenv("INFRA_RAG_SOURCES", str(bad))
     result = cli("build", "--through", "documents")
     assert result.exit_code == 2 and "mirror folder not found" in result.output

@@ -15,7 +15,7 @@ from infra_rag_assets.rag.operate import releases
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.operate.traces import TraceSink, error_row, read_traces
 from infra_rag_assets.rag.search.engine import DEFAULT_CONFIG, QueryEngine, named_config
-from infra_rag_assets.rag.search.retrieval import RetrievalConfig
+from infra_rag_assets.rag.search.retrieval import RetrievalSettings
 
 pytestmark = pytest.mark.build
 
@@ -100,7 +100,11 @@ def test_canary_passes_on_release_and_records_canary_traces(cli):
     assert report["config"] == DEFAULT_CONFIG and named_config(DEFAULT_CONFIG).floor is not None
     by_id = {r["id"]: r for r in report["results"]}
     assert {i: r["status"] for i, r in by_id.items()} == {
-        "maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "pass"}
+        "maxsurge": "pass",
+        "basic-auth": "pass",
+        "argo-concepts": "pass",
+        "sourdough": "pass",
+    }
     assert by_id["sourdough"]["outcome"] == "abstained" and "< floor" in by_id["sourdough"]["detail"]
     assert all(by_id[i]["rank"] <= 5 for i in ("maxsurge", "basic-auth", "argo-concepts"))
     traces = read_traces(cli.home.traces_dir(), where="origin = 'canary'")
@@ -109,7 +113,7 @@ def test_canary_passes_on_release_and_records_canary_traces(cli):
 
 def test_abstention_canary_is_skipped_without_a_floor(cli):
     engine = QueryEngine.open(cli.home)
-    no_floor = RetrievalConfig(name="no-floor", alpha=0.5)
+    no_floor = RetrievalSettings(name="no-floor", alpha=0.5)
     results, traces = run_canaries(engine, load_canaries(cli.canaries), no_floor)
     statuses = {r.id: r.status for r in results}
     assert statuses == {"maxsurge": "pass", "basic-auth": "pass", "argo-concepts": "pass", "sourdough": "skipped"}
@@ -128,10 +132,13 @@ def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
     assert "3 passed, 2 failed, 0 skipped" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["canary", "--version", "no-such-version"], "index version 'no-such-version' is not servable"),
-    (["canary", "--file", "/nonexistent/canary.yaml"], "canary file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["canary", "--version", "no-such-version"], "index version 'no-such-version' is not servable"),
+        (["canary", "--file", "/nonexistent/canary.yaml"], "canary file not found"),
+    ],
+)
 def test_canary_bad_input_is_one_line(cli, args, message):
     result = cli(*args)
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
@@ -154,8 +161,10 @@ def test_release_canary_check_runs_in_the_canary_job(cli):
     job = defs.resolve_job_def("canary")
     with dg.DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
-            instance=instance, resources={"store": DataHomeResource(home=str(cli.home.root))},
-            run_config={"ops": {"release_canary": {"config": {"canary_file": str(cli.canaries)}}}})
+            instance=instance,
+            resources={"store": DataHomeResource(home=str(cli.home.root))},
+            run_config={"ops": {"release_canary": {"config": {"canary_file": str(cli.canaries)}}}},
+        )
     assert result.success
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.check_name == "release_canary" and evaluation.passed

@@ -23,10 +23,16 @@ def run(fresh_home, monkeypatch):
 
 def test_batch_contract(run, tmp_path, built_index):
     questions = tmp_path / "q.jsonl"
-    questions.write_text("\n".join(json.dumps(q) for q in [
-        {"id": "a", "question": "How does maxSurge limit pods during a Deployment rollout?"},
-        {"id": "b", "question": "How do I protect the Prometheus UI with basic auth?"},
-    ]) + "\n")
+    questions.write_text(
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"id": "a", "question": "How does maxSurge limit pods during a Deployment rollout?"},
+                {"id": "b", "question": "How do I protect the Prometheus UI with basic auth?"},
+            ]
+        )
+        + "\n"
+    )
     result = run("search", "--batch", str(questions), "--k", "5", "--mode", "hybrid")
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -35,7 +41,9 @@ def test_batch_contract(run, tmp_path, built_index):
         assert set(record) == {"id", "hits", "abstained", "latency_ms"} and len(record["hits"]) == 5
         assert set(record["hits"][0]) == {"chunk_id", "doc_id", "project", "page_id", "url", "section", "score", "text"}
     assert lines[0]["hits"][0]["page_id"] == "concepts_workloads_controllers_deployment"
-    assert lines[0]["hits"][0]["url"].startswith("https://kubernetes.io/docs/concepts/workloads/controllers/deployment/")
+    assert lines[0]["hits"][0]["url"].startswith(
+        "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/"
+    )
     assert lines[1]["hits"][0]["doc_id"] == "prometheus-site:guides_basic-auth"
 
     traces = run("traces", "--last", "5")
@@ -44,8 +52,7 @@ def test_batch_contract(run, tmp_path, built_index):
 
 @pytest.mark.parametrize("mode", ["dense", "lexical"])
 def test_single_modes_and_version(run, built_index, mode):
-    result = run("search", "What is a Pod?", "--mode", mode, "--k", "3", "--json",
-                 "--version", built_index["version"])
+    result = run("search", "What is a Pod?", "--mode", mode, "--k", "3", "--json", "--version", built_index["version"])
     record = json.loads(result.stdout)
     assert result.exit_code == 0 and len(record["hits"]) == 3
 
@@ -59,14 +66,17 @@ def test_offline_answer_cites_passages(run):
     assert any("deployment" in c["doc_id"] for c in reply["citations"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["search"], "give either a QUESTION or --batch FILE"),
-    (["search", "x", "--config", "nope"], "unknown retrieval config 'nope'"),
-    (["search", "x", "--version", "missing"], "index version 'missing' is not servable"),
-    (["search", "   "], "question is blank"),
-    (["search", "x" * 2001], "question is 2001 characters; the limit is 2000"),
-    (["answer", "y" * 2001], "question is 2001 characters; the limit is 2000"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["search"], "give either a QUESTION or --batch FILE"),
+        (["search", "x", "--config", "nope"], "unknown retrieval config 'nope'"),
+        (["search", "x", "--version", "missing"], "index version 'missing' is not servable"),
+        (["search", "   "], "question is blank"),
+        (["search", "x" * 2001], "question is 2001 characters; the limit is 2000"),
+        (["answer", "y" * 2001], "question is 2001 characters; the limit is 2000"),
+    ],
+)
 def test_bad_input_is_one_line(run, args, message):
     result = run(*args)
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
@@ -79,18 +89,23 @@ def test_bad_batch_line(run, tmp_path):
     assert result.exit_code == 2 and "bad.jsonl:2: not a JSON object" in result.output
 
 
-@pytest.mark.parametrize("content, message", [
-    (b'{"id": "a", "question": "ok"}\n{"id": "a", "question": "again"}\n',
-     "bad.jsonl:2: duplicate id 'a' (first on line 1)"),
-    (b'{"id": null, "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got null"),
-    (b'{"id": [1], "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got a list"),
-    (b'{"id": "a", "question": null}\n', "bad.jsonl:1: question must be a string, got null"),
-    (b'{"id": "a", "question": "  "}\n', "bad.jsonl:1: question is blank"),
-    (b'{"id": "a", "question": "\\ud800"}\n', "bad.jsonl:1: question is not valid Unicode"),
-    (b'{"id": "a", "question": "' + b"x" * 2001 + b'"}\n', "bad.jsonl:1: question is 2001 characters"),
-    (b'\xff\xfe{"id": 1}\n', "bad.jsonl:1: not UTF-8"),
-    (b"\n\n", "bad.jsonl: no questions"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            b'{"id": "a", "question": "ok"}\n{"id": "a", "question": "again"}\n',
+            "bad.jsonl:2: duplicate id 'a' (first on line 1)",
+        ),
+        (b'{"id": null, "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got null"),
+        (b'{"id": [1], "question": "ok"}\n', "bad.jsonl:1: id must be a non-empty string or an integer, got a list"),
+        (b'{"id": "a", "question": null}\n', "bad.jsonl:1: question must be a string, got null"),
+        (b'{"id": "a", "question": "  "}\n', "bad.jsonl:1: question is blank"),
+        (b'{"id": "a", "question": "\\ud800"}\n', "bad.jsonl:1: question is not valid Unicode"),
+        (b'{"id": "a", "question": "' + b"x" * 2001 + b'"}\n', "bad.jsonl:1: question is 2001 characters"),
+        (b'\xff\xfe{"id": 1}\n', "bad.jsonl:1: not UTF-8"),
+        (b"\n\n", "bad.jsonl: no questions"),
+    ],
+)
 def test_bad_batch_files_fail_before_the_model_loads(run, tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)

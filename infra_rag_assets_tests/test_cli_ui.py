@@ -41,8 +41,11 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())["data"]
 
@@ -52,14 +55,24 @@ def cli_env(tmp_path):
     corpus = make_fixture_corpus(tmp_path / "corpus")
     sources = write_fixture_sources(tmp_path / "sources.yaml", corpus)
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "ANTHROPIC_API_KEY")}
-    env.update(INFRA_RAG_HOME=str(tmp_path / "home"), INFRA_RAG_SOURCES=str(sources),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env.update(
+        INFRA_RAG_HOME=str(tmp_path / "home"),
+        INFRA_RAG_SOURCES=str(sources),
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    )
     return env
 
 
 def _cli_build(cli_env: dict, cwd: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", *args], env=cli_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "infra_rag_assets", "build", *args],
+        env=cli_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -85,9 +98,15 @@ def test_cli_build_is_visible_in_the_ui_it_opens_and_re_executes(cli_env, tmp_pa
     submitted = _cli_build(cli_env, tmp_path, "--through", "source_pages", "--submit")
 
     port = _free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "ui", "--port", str(port)], env=cli_env,
-                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "infra_rag_assets", "ui", "--port", str(port)],
+        env=cli_env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         runs = _runs_when_ended(port, [version, in_process, submitted], ui, deadline)
@@ -119,6 +138,10 @@ def test_cli_build_is_visible_in_the_ui_it_opens_and_re_executes(cli_env, tmp_pa
 
 
 def _by_partition(runs: list[dict], version: str) -> dict:
-    (run,) = [r for r in runs if {"key": "dagster/partition", "value": version} in r["tags"]
-              and not any(t["key"] == "dagster/parent_run_id" for t in r["tags"])]
+    (run,) = [
+        r
+        for r in runs
+        if {"key": "dagster/partition", "value": version} in r["tags"]
+        and not any(t["key"] == "dagster/parent_run_id" for t in r["tags"])
+    ]
     return run

@@ -58,15 +58,26 @@ def site(tmp_path, fresh_home, monkeypatch):
     home = DataHome.at(fresh_home)
     released = home.warehouse().rows("SELECT index_version FROM index_versions")[0][0]
     releases.record(home.warehouse(), released, "release", reason="crash-safety baseline")
-    env = {**os.environ, "INFRA_RAG_HOME": str(fresh_home), "INFRA_RAG_SOURCES": str(sources),
-           "DAGSTER_HOME": str(dagster_home), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "INFRA_RAG_HOME": str(fresh_home),
+        "INFRA_RAG_SOURCES": str(sources),
+        "DAGSTER_HOME": str(dagster_home),
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("ANTHROPIC_API_KEY", None)
     return {"home": home, "corpus": corpus, "env": env, "dagster_home": dagster_home, "released": released}
 
 
 def _start_build(env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "build", "--through", "indexes"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "infra_rag_assets", "build", "--through", "indexes"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
@@ -137,8 +148,9 @@ def _assert_consistent(home: DataHome, versions: list[str]) -> None:
 
 def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(site, tmp_path):
     home, env = site["home"], site["env"]
-    released_chunks = home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?",
-                                            [site["released"]])[0][0]
+    released_chunks = home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [site["released"]])[
+        0
+    ][0]
     (site["corpus"] / "kubernetes" / "crash-test.md").write_text(EXTRA_PAGE)
     shutil.rmtree(home.cache_dir(), ignore_errors=True)  # every chunk must be embedded again
     proc = _start_build(env)
@@ -153,12 +165,13 @@ def test_kill_9_while_embedding_keeps_release_serving_and_next_build_completes(s
     assert code == 2 and err.strip().splitlines()[-1].startswith("error: build of"), err[-800:]
     assert "Traceback" not in err
 
-    killed = [v for (v,) in home.warehouse().rows("SELECT index_version FROM index_versions")
-              if v != site["released"]]
+    killed = [v for (v,) in home.warehouse().rows("SELECT index_version FROM index_versions") if v != site["released"]]
     assert len(killed) == 1, "the killed build must have registered its own, new version"
     assert releases.current_release(home.warehouse()) == site["released"]
-    assert home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?",
-                                 [site["released"]])[0][0] == released_chunks
+    assert (
+        home.warehouse().rows("SELECT count(*) FROM chunks WHERE index_version = ?", [site["released"]])[0][0]
+        == released_chunks
+    )
     _serves(home, site["released"])
     # With no release at all, the fallback ("newest fully indexed") must skip the killed version.
     unreleased = DataHome.at(shutil.copytree(home.root, tmp_path / "unreleased"))

@@ -49,7 +49,12 @@ def test_sensor_builds_only_on_change(pipeline_env, fixture_corpus):
     assert request.tags["infra_rag/changed"] == "prometheus-site"
     assert len(instance.get_dynamic_partitions("index_version")) == 2
     embedded = _build(instance, store, settings, request.partition_key)
-    page_chunks = store.data_home().warehouse().rows(
-        "SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id = 'prometheus-site:guides_basic-auth'",
-        [request.partition_key])[0][0]
+    page_chunks = (
+        store.data_home()
+        .warehouse()
+        .rows(
+            "SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id = 'prometheus-site:guides_basic-auth'",
+            [request.partition_key],
+        )[0][0]
+    )
     assert 1 <= embedded <= page_chunks  # only the edited page's chunks were embedded again

@@ -10,23 +10,32 @@ import pytest
 
 from infra_rag_assets.control.builds import materialize_version
 from infra_rag_assets.defs.evaluate.eval_run import EvalRunConfig, experiment_configs
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
-from infra_rag_assets.rag.search.retrieval_config import DEFAULT_FLOOR
+from infra_rag_assets.rag.search.retrieval_settings import DEFAULT_FLOOR
 
 pytestmark = pytest.mark.build
 
 ANSWERABLE = [
-    ("a1", "What does maxSurge limit during a rolling update of a Deployment?",
-     "kubernetes:concepts_workloads_controllers_deployment"),
-    ("a2", "How does Kubernetes track network endpoints of a Service at scale?",
-     "kubernetes:concepts_services-networking_endpoint-slices"),
+    (
+        "a1",
+        "What does maxSurge limit during a rolling update of a Deployment?",
+        "kubernetes:concepts_workloads_controllers_deployment",
+    ),
+    (
+        "a2",
+        "How does Kubernetes track network endpoints of a Service at scale?",
+        "kubernetes:concepts_services-networking_endpoint-slices",
+    ),
     ("a3", "How do I protect the Prometheus web UI with a bcrypt password?", "prometheus-site:guides_basic-auth"),
     ("a4", "In Argo CD, what is an Application and what is its target state?", "argocd:core_concepts"),
 ]
-OFF_TOPIC = ["What is the boiling point of olive oil in Kelvin?", "Which football club won the 1998 World Cup final?",
-             "How long should I rest a steak after grilling it?"]
+OFF_TOPIC = [
+    "What is the boiling point of olive oil in Kelvin?",
+    "Which football club won the 1998 World Cup final?",
+    "How long should I rest a steak after grilling it?",
+]
 
 
 def _write(path, rows):
@@ -36,18 +45,27 @@ def _write(path, rows):
 
 def test_calibration_is_written_with_the_version_and_used_by_the_query_path(fresh_home, built_index, tmp_path):
     version = built_index["version"]
-    answerable = _write(tmp_path / "answerable.jsonl", [
-        {"id": i, "question": q, "relevant": [d], "category": "smoke"} for i, q, d in ANSWERABLE])
-    off_topic = _write(tmp_path / "off.jsonl", [
-        {"id": f"o{n}", "question": q, "relevant": [], "category": "unanswerable"} for n, q in enumerate(OFF_TOPIC)])
+    answerable = _write(
+        tmp_path / "answerable.jsonl",
+        [{"id": i, "question": q, "relevant": [d], "category": "smoke"} for i, q, d in ANSWERABLE],
+    )
+    off_topic = _write(
+        tmp_path / "off.jsonl",
+        [{"id": f"o{n}", "question": q, "relevant": [], "category": "unanswerable"} for n, q in enumerate(OFF_TOPIC)],
+    )
     store = DataHomeResource(home=str(fresh_home))
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [version])
         config = {"off_topic": off_topic, "answerable": answerable, "min_questions": 2}
-        result = materialize_version(version, ["abstention_calibration"], instance, store,
-                                     BuildSettings(sources_file=str(built_index["sources"])),
-                                     EmbedderResource(batch_size=16),
-                                     run_config={"ops": {"abstention_calibration": {"config": config}}})
+        result = materialize_version(
+            version,
+            ["abstention_calibration"],
+            instance,
+            store,
+            BuildResource(sources_file=str(built_index["sources"])),
+            EmbedderResource(batch_size=16),
+            run_config={"ops": {"abstention_calibration": {"config": config}}},
+        )
     assert result.success
     meta = result.asset_materializations_for_node("abstention_calibration")[0].metadata
     path = fresh_home / "serving" / version / "calibration.json"
@@ -80,7 +98,13 @@ def test_calibration_is_written_with_the_version_and_used_by_the_query_path(fres
 
 
 def test_an_experiment_floor_is_used_as_given_not_calibrated():
-    fixed, calibrated = experiment_configs(EvalRunConfig(experiments={
-        "floor-0.45": {"base": "hybrid-page", "floor": 0.45}, "alpha": {"base": "hybrid-page", "alpha": 0.4}}))
+    fixed, calibrated = experiment_configs(
+        EvalRunConfig(
+            experiments={
+                "floor-0.45": {"base": "hybrid-page", "floor": 0.45},
+                "alpha": {"base": "hybrid-page", "alpha": 0.4},
+            }
+        )
+    )
     assert (fixed.floor, fixed.calibrated_floor) == (0.45, False)
     assert calibrated.calibrated_floor and calibrated.answerability

@@ -7,7 +7,7 @@ import pytest
 
 from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.control.stages import index_stages
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.index.vector_store import count_rows, read_model_info
 
@@ -19,7 +19,7 @@ STAGES = index_stages()
 @pytest.fixture
 def env(tmp_path, fixture_sources):
     store = DataHomeResource(home=str(tmp_path / "home"))
-    settings = BuildSettings(sources_file=str(fixture_sources), chunk_target_tokens=200, chunk_max_tokens=224)
+    settings = BuildResource(sources_file=str(fixture_sources), chunk_target_tokens=200, chunk_max_tokens=224)
     with dg.DagsterInstance.ephemeral() as instance:
         yield instance, store, settings
 
@@ -38,11 +38,18 @@ def _meta(result, asset: str) -> dict:
 def test_full_chain_builds_consistent_indexes(env):
     instance, store, settings = env
     version, result = _build(instance, store, settings)
-    chunks = store.data_home().warehouse().frame("SELECT c.*, d.text AS doc_text FROM chunks c JOIN documents d "
-                                     "USING (index_version, doc_id) WHERE index_version = ?", [version])
+    chunks = (
+        store.data_home()
+        .warehouse()
+        .frame(
+            "SELECT c.*, d.text AS doc_text FROM chunks c JOIN documents d "
+            "USING (index_version, doc_id) WHERE index_version = ?",
+            [version],
+        )
+    )
     assert len(chunks) > 20
     for row in chunks.iter_rows(named=True):
-        assert row["doc_text"][row["start_char"]:row["end_char"]] == row["text"]
+        assert row["doc_text"][row["start_char"] : row["end_char"]] == row["text"]
         assert 0 < row["token_count"] <= 224
     assert count_rows(store.data_home().vectors_uri(), version) == len(chunks)
     assert LexicalSearcher.open(store.data_home().version(version).tantivy).doc_count() == len(chunks)
@@ -69,8 +76,13 @@ def test_second_version_reuses_every_vector_and_edit_reembeds_only_that_page(env
     page.write_text(page.read_text() + "\n\n## Added section\n\nA brand new paragraph about sync waves.\n")
     version, third = _build(instance, store, settings)
     embedded = _meta(third, "vectors")["texts_embedded"]
-    argocd_chunks = store.data_home().warehouse().rows(
-        "SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id = 'argocd:core_concepts'", [version])[0][0]
+    argocd_chunks = (
+        store.data_home()
+        .warehouse()
+        .rows("SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id = 'argocd:core_concepts'", [version])[0][
+            0
+        ]
+    )
     assert 1 <= embedded <= argocd_chunks  # only chunks of the edited page
 
 
@@ -79,6 +91,10 @@ def test_lexical_index_finds_identifiers(env):
     version, _ = _build(instance, store, settings)
     searcher = LexicalSearcher.open(store.data_home().version(version).tantivy)
     hits = searcher.search("maxSurge", 5)
-    doc_ids = store.data_home().warehouse().frame(
-        "SELECT chunk_id, doc_id FROM chunks WHERE index_version = ?", [version]).rows_by_key("chunk_id")
+    doc_ids = (
+        store.data_home()
+        .warehouse()
+        .frame("SELECT chunk_id, doc_id FROM chunks WHERE index_version = ?", [version])
+        .rows_by_key("chunk_id")
+    )
     assert hits and doc_ids[hits[0][0]][0][0] == "kubernetes:concepts_workloads_controllers_deployment"

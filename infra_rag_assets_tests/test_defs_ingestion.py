@@ -40,7 +40,7 @@ def test_ingestion_materializes_every_page_with_a_status(pipeline_env):
     for row in docs.values():
         assert "{{<" not in row["text"] and "{{%" not in row["text"]
         for section in json.loads(row["sections_json"]):
-            assert row["text"][section["heading_start"]:section["heading_end"]] == section["heading"]
+            assert row["text"][section["heading_start"] : section["heading_end"]] == section["heading"]
 
     checks = {e.asset_check_key.name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["documents_spans_are_exact"] is True
@@ -53,7 +53,9 @@ def test_rematerializing_a_partition_replaces_rows_and_reuses_parses(pipeline_en
     version = register_version(instance, store, settings, created_by="test")
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
     assert materialize_version(version, ["source_pages", "documents"], instance, store, settings).success
-    count = store.data_home().warehouse().rows("SELECT count(*) FROM documents WHERE index_version = ?", [version])[0][0]
+    count = (
+        store.data_home().warehouse().rows("SELECT count(*) FROM documents WHERE index_version = ?", [version])[0][0]
+    )
     assert count == 12
 
     second = register_version(instance, store, settings, created_by="test")

@@ -24,15 +24,35 @@ def test_stage_order_is_the_graphs_topological_order():
         assert all(order.index(p) < order.index(stage) for p in parents)
 
 
-@pytest.mark.parametrize("through, start, expected, job", [
-    ("documents", None, ["source_pages", "documents"], "build_documents"),
-    ("indexes", None, ["source_pages", "documents", "chunks", "domain_model", "lexical_index", "vectors"],
-     "build_indexes"),
-    ("release", "chunks", ["chunks", "domain_model", "lexical_index", "vectors", "abstention_calibration",
-                           "page_ranker", "eval_run", "release"], "reindex"),
-    ("vectors", None, ["source_pages", "documents", "chunks", "domain_model", "vectors"], "build_vectors"),
-    ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
-])
+@pytest.mark.parametrize(
+    "through, start, expected, job",
+    [
+        ("documents", None, ["source_pages", "documents"], "build_documents"),
+        (
+            "indexes",
+            None,
+            ["source_pages", "documents", "chunks", "domain_model", "lexical_index", "vectors"],
+            "build_indexes",
+        ),
+        (
+            "release",
+            "chunks",
+            [
+                "chunks",
+                "domain_model",
+                "lexical_index",
+                "vectors",
+                "abstention_calibration",
+                "page_ranker",
+                "eval_run",
+                "release",
+            ],
+            "reindex",
+        ),
+        ("vectors", None, ["source_pages", "documents", "chunks", "domain_model", "vectors"], "build_vectors"),
+        ("lexical_index", None, ["source_pages", "documents", "chunks", "lexical_index"], "build_lexical_index"),
+    ],
+)
 def test_selections_come_from_upstream_and_downstream(through, start, expected, job):
     stages = stages_for(through, start)
     assert stages == expected

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import materialize_version
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.index.serving_snapshot import snapshot_from_warehouse
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine
@@ -19,12 +19,18 @@ from infra_rag_assets.rag.search.engine import QueryEngine
 pytestmark = pytest.mark.build
 
 TRAIN = [  # (question, relevant page of the fixture corpus)
-    ("What does maxSurge limit during a rolling update of a Deployment?",
-     "kubernetes:concepts_workloads_controllers_deployment"),
-    ("How many pods can be unavailable during a Deployment rollout?",
-     "kubernetes:concepts_workloads_controllers_deployment"),
-    ("How does Kubernetes track network endpoints of a Service at scale?",
-     "kubernetes:concepts_services-networking_endpoint-slices"),
+    (
+        "What does maxSurge limit during a rolling update of a Deployment?",
+        "kubernetes:concepts_workloads_controllers_deployment",
+    ),
+    (
+        "How many pods can be unavailable during a Deployment rollout?",
+        "kubernetes:concepts_workloads_controllers_deployment",
+    ),
+    (
+        "How does Kubernetes track network endpoints of a Service at scale?",
+        "kubernetes:concepts_services-networking_endpoint-slices",
+    ),
     ("What replaced the Endpoints API for large Services?", "kubernetes:concepts_services-networking_endpoint-slices"),
     ("How do I protect the Prometheus web UI with a bcrypt password?", "prometheus-site:guides_basic-auth"),
     ("In Argo CD, what is an Application and what is its target state?", "argocd:core_concepts"),
@@ -34,9 +40,15 @@ TRAIN = [  # (question, relevant page of the fixture corpus)
 def _materialize(version, store, sources, config):
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [version])
-        result = materialize_version(version, ["page_ranker"], instance, store, BuildSettings(sources_file=sources),
-                                     EmbedderResource(batch_size=16),
-                                     run_config={"ops": {"page_ranker": {"config": config}}})
+        result = materialize_version(
+            version,
+            ["page_ranker"],
+            instance,
+            store,
+            BuildResource(sources_file=sources),
+            EmbedderResource(batch_size=16),
+            run_config={"ops": {"page_ranker": {"config": config}}},
+        )
     assert result.success
     return {k: v.value for k, v in result.asset_materializations_for_node("page_ranker")[0].metadata.items()}
 
@@ -44,8 +56,12 @@ def _materialize(version, store, sources, config):
 def test_page_ranker_is_fitted_per_version_used_by_hybrid_learned_and_reused(fresh_home, built_index, tmp_path):
     version, sources = built_index["version"], str(built_index["sources"])
     train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps({"id": f"t{i}", "question": q, "relevant": [d], "category": "train"}) + "\n"
-                             for i, (q, d) in enumerate(TRAIN)))
+    train.write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "question": q, "relevant": [d], "category": "train"}) + "\n"
+            for i, (q, d) in enumerate(TRAIN)
+        )
+    )
     store = DataHomeResource(home=str(fresh_home))
     config = {"train": str(train), "min_questions": 3}
 

@@ -8,20 +8,28 @@ import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import change_serving, materialize_version, serve_if_approved
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.operate import releases
 
 pytestmark = pytest.mark.build
 
 QUESTIONS = [
-    ("q-maxsurge", "What does maxSurge limit during a rolling update of a Deployment?",
-     ["kubernetes:concepts_workloads_controllers_deployment"]),
-    ("q-endpointslice", "How does Kubernetes track network endpoints of a Service at scale?",
-     ["kubernetes:concepts_services-networking_endpoint-slices"]),
-    ("q-basic-auth", "How do I protect the Prometheus web UI with a bcrypt password?",
-     ["prometheus-site:guides_basic-auth"]),
-    ("q-argocd-app", "In Argo CD, what is an Application and what is its target state?",
-     ["argocd:core_concepts"]),
+    (
+        "q-maxsurge",
+        "What does maxSurge limit during a rolling update of a Deployment?",
+        ["kubernetes:concepts_workloads_controllers_deployment"],
+    ),
+    (
+        "q-endpointslice",
+        "How does Kubernetes track network endpoints of a Service at scale?",
+        ["kubernetes:concepts_services-networking_endpoint-slices"],
+    ),
+    (
+        "q-basic-auth",
+        "How do I protect the Prometheus web UI with a bcrypt password?",
+        ["prometheus-site:guides_basic-auth"],
+    ),
+    ("q-argocd-app", "In Argo CD, what is an Application and what is its target state?", ["argocd:core_concepts"]),
     ("q-off-1", "What is the boiling point of olive oil in Kelvin?", []),
     ("q-off-2", "Which football club won the 1998 World Cup final?", []),
 ]
@@ -42,15 +50,27 @@ gates:
 @pytest.fixture
 def env(fresh_home, built_index, tmp_path, monkeypatch):
     bench = tmp_path / "tiny.jsonl"
-    bench.write_text("\n".join(json.dumps({"id": i, "question": q, "relevant": r,
-                                           "category": "smoke" if r else "unanswerable",
-                                           "reference_answer": "", "why": "release test"})
-                               for i, q, r in QUESTIONS) + "\n")
+    bench.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "question": q,
+                    "relevant": r,
+                    "category": "smoke" if r else "unanswerable",
+                    "reference_answer": "",
+                    "why": "release test",
+                }
+            )
+            for i, q, r in QUESTIONS
+        )
+        + "\n"
+    )
     gates = tmp_path / "gates.yaml"
     gates.write_text(GATES)
     monkeypatch.setenv("INFRA_RAG_GATES", str(gates))
     store = DataHomeResource(home=str(fresh_home))
-    settings = BuildSettings(sources_file=str(built_index["sources"]))
+    settings = BuildResource(sources_file=str(built_index["sources"]))
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [built_index["version"]])
         yield instance, store, settings, built_index["version"], str(bench)
@@ -60,8 +80,14 @@ def _evaluate_and_release(instance, store, settings, version, bench, **serving):
     """eval_run + release (approval) of the version, then the release_version job serves it."""
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical", "hybrid-rrf", "hybrid-weighted"], **serving}
     result = materialize_version(
-        version, ["eval_run", "release"], instance, store, settings, EmbedderResource(batch_size=16),
-        run_config={"ops": {"eval_run": {"config": config}}})
+        version,
+        ["eval_run", "release"],
+        instance,
+        store,
+        settings,
+        EmbedderResource(batch_size=16),
+        run_config={"ops": {"eval_run": {"config": config}}},
+    )
     if result.success and result.asset_materializations_for_node("release"):
         assert change_serving(instance, store, "release", version, reason="test release").success
     return result
@@ -82,8 +108,15 @@ def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
     assert "hybrid-weighted" in meta["scorecard"].value and "tiny" in meta["scorecard"].value
     assert "vectors" in meta["upstream_materializations"].value
     assert releases.current_release(store.data_home().warehouse()) == version
-    rows = store.data_home().warehouse().frame("SELECT regime, question_id, rank, abstained FROM eval_results "
-                                   "WHERE index_version = ? AND regime = 'serving'", [version])
+    rows = (
+        store.data_home()
+        .warehouse()
+        .frame(
+            "SELECT regime, question_id, rank, abstained FROM eval_results "
+            "WHERE index_version = ? AND regime = 'serving'",
+            [version],
+        )
+    )
     by_id = {r["question_id"]: r for r in rows.to_dicts()}
     assert by_id["q-off-1"]["abstained"] and by_id["q-maxsurge"]["rank"] == 1
 
@@ -102,13 +135,23 @@ def test_releasing_what_already_serves_repairs_a_stale_pointer(env):
 
 def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
     instance, store, settings, version, bench = env
-    result = _evaluate_and_release(instance, store, settings, version, bench,
-                                   experiments={"alpha-0.9": {"base": "hybrid-weighted", "alpha": 0.9},
-                                                "lexical-no-ident": {"base": "lexical",
-                                                                     "boosts": {"body": 1.0, "title": 0.3}}})
+    result = _evaluate_and_release(
+        instance,
+        store,
+        settings,
+        version,
+        bench,
+        experiments={
+            "alpha-0.9": {"base": "hybrid-weighted", "alpha": 0.9},
+            "lexical-no-ident": {"base": "lexical", "boosts": {"body": 1.0, "title": 0.3}},
+        },
+    )
     assert result.success
-    hashes = dict(store.data_home().warehouse().rows(
-        "SELECT DISTINCT regime, retrieval_config_hash FROM eval_results WHERE index_version = ?", [version]))
+    hashes = dict(
+        store.data_home()
+        .warehouse()
+        .rows("SELECT DISTINCT regime, retrieval_config_hash FROM eval_results WHERE index_version = ?", [version])
+    )
     assert {"alpha-0.9", "lexical-no-ident", "hybrid-weighted"} <= set(hashes)
     assert hashes["alpha-0.9"] != hashes["hybrid-weighted"]
     scorecard = result.asset_materializations_for_node("eval_run")[0].metadata["scorecard"].value
@@ -117,8 +160,7 @@ def test_tuning_experiments_are_recorded_as_eval_run_regimes(env):
 
 def test_degraded_config_is_refused_by_a_blocking_gate(env):
     instance, store, settings, version, bench = env
-    result = _evaluate_and_release(instance, store, settings, version, bench,
-                                   serving_config="lexical", serving_k=1)
+    result = _evaluate_and_release(instance, store, settings, version, bench, serving_config="lexical", serving_k=1)
     checks = {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
     assert checks["critical_gates"].passed is False
     assert "abstention-floor" in checks["critical_gates"].metadata["failed"].value
@@ -141,7 +183,10 @@ def test_rollback_restores_previous_release(env):
     assert releases.current_release(store.data_home().warehouse()) == "older-version"
     rolled = _serving_metadata(instance)
     assert (rolled["serving_version"].value, rolled["action"].value, rolled["reason"].value) == (
-        "older-version", "rollback", "bad answers")
+        "older-version",
+        "rollback",
+        "bad answers",
+    )
     assert rolled["previous_version"].value == version and "rollback" in rolled["history"].value
 
 
@@ -152,8 +197,14 @@ def _last_run_id(instance, job: str) -> str:
 def test_eval_run_of_an_unbuilt_version_is_a_one_line_failure(env):
     instance, store, settings, _, bench = env
     instance.add_dynamic_partitions("index_version", ["never-built"])
-    result = materialize_version("never-built", ["eval_run"], instance, store, settings,
-                                 run_config={"ops": {"eval_run": {"config": {"benchmarks": [bench]}}}})
+    result = materialize_version(
+        "never-built",
+        ["eval_run"],
+        instance,
+        store,
+        settings,
+        run_config={"ops": {"eval_run": {"config": {"benchmarks": [bench]}}}},
+    )
     [failure] = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
     assert "never-built has no vectors or lexical_index yet" in message and "was not found" not in message
@@ -165,17 +216,33 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
 
     instance, store, settings, version, bench = env
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
-    result = materialize_version(version, ["eval_run", "release"], instance, store, settings,
-                                 EmbedderResource(batch_size=16), run_config={"ops": {"eval_run": {"config": config}}})
-    assert result.success and releases.current_release(store.data_home().warehouse()) is None  # approved, not served yet
+    result = materialize_version(
+        version,
+        ["eval_run", "release"],
+        instance,
+        store,
+        settings,
+        EmbedderResource(batch_size=16),
+        run_config={"ops": {"eval_run": {"config": config}}},
+    )
+    assert (
+        result.success and releases.current_release(store.data_home().warehouse()) is None
+    )  # approved, not served yet
     run = instance.get_run_by_id(result.run_id)
     assert run.job_name == "reindex"
-    success = next(e.dagster_event for e in instance.all_logs(run.run_id)
-                   if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS)
+    success = next(
+        e.dagster_event
+        for e in instance.all_logs(run.run_id)
+        if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS
+    )
 
     def evaluate(tags):
-        context = dg.build_run_status_sensor_context(sensor_name="serve_approved_builds", dagster_event=success,
-                                                     dagster_instance=instance, dagster_run=run.with_tags(tags))
+        context = dg.build_run_status_sensor_context(
+            sensor_name="serve_approved_builds",
+            dagster_event=success,
+            dagster_instance=instance,
+            dagster_run=run.with_tags(tags),
+        )
         return serve_approved_builds(context)
 
     request = evaluate(run.tags)  # approved and not served yet: the sensor serves it
@@ -199,8 +266,15 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     instance, store, settings, version, bench = env
     releases.record(store.data_home().warehouse(), "older-version", "release", reason="seeded")
     config = {"benchmarks": [bench], "regimes": ["dense", "lexical"]}
-    assert materialize_version(version, ["eval_run"], instance, store, settings, EmbedderResource(batch_size=16),
-                               run_config={"ops": {"eval_run": {"config": config}}}).success
+    assert materialize_version(
+        version,
+        ["eval_run"],
+        instance,
+        store,
+        settings,
+        EmbedderResource(batch_size=16),
+        run_config={"ops": {"eval_run": {"config": config}}},
+    ).success
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", dagster_home / "dagster.yaml")

@@ -46,7 +46,8 @@ def test_production_config_is_postgres_with_queue_pools_and_retries():
     pools = config["concurrency"]["pools"]
     assert pools["default_limit"] == 1 and pools.get("granularity", "op") == "op"
     assert {"key": "infra_rag/origin", "value": "sensor", "limit": 1} in config["concurrency"]["runs"][
-        "tag_concurrency_limits"]
+        "tag_concurrency_limits"
+    ]
     retries = config["run_retries"]
     assert retries["enabled"] and retries["max_retries"] >= 1 and retries["retry_on_asset_or_op_failure"] is False
     assert config["run_monitoring"]["enabled"] and config["run_monitoring"]["free_slots_after_run_end_seconds"] > 0

@@ -18,11 +18,11 @@ from infra_rag_assets.cli.main import without_adaptation
 from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.index.models import domain_model
-from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource, EmbedderResource
-from infra_rag_assets.rag.index.config import AdaptRecipe, BuildConfig
+from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from infra_rag_assets.rag.adapt.training_set import CHUNK_FIELDS, model_key, training_set
+from infra_rag_assets.rag.index.config import AdaptRecipe, BuildSettings
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, ModelMismatch, resolve_model_path, shared_embedder
 from infra_rag_assets.rag.index.embedding import weights_hash as model_weights_hash
-from infra_rag_assets.rag.index.training_set import CHUNK_FIELDS, model_key, training_set
 from infra_rag_assets.rag.index.vector_store import VectorSearcher, read_model_info
 from infra_rag_assets.rag.search.engine import QueryEngine
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.build
 TINY = {"adapt_labelled_examples": 6, "adapt_doc_examples": 6, "adapt_max_seq_length": 32}
 
 
-def _build(instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildSettings) -> tuple[str, dict, dict]:
+def _build(instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildResource) -> tuple[str, dict, dict]:
     """A new version through the indexes: (version, domain_model metadata, vectors metadata)."""
     version = register_version(instance, store, settings, created_by="test")
     result = materialize_version(version, index_stages(), instance, store, settings, EmbedderResource(batch_size=16))
@@ -45,9 +45,10 @@ def _meta(result, node: str) -> dict:
 
 
 def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_nothing(
-        tmp_path, fixture_sources, train_subset):
+    tmp_path, fixture_sources, train_subset
+):
     store = DataHomeResource(home=str(tmp_path / "home"))
-    settings = BuildSettings(sources_file=str(fixture_sources), adapt=True, train_split=str(train_subset), **TINY)
+    settings = BuildResource(sources_file=str(fixture_sources), adapt=True, train_split=str(train_subset), **TINY)
     with dg.DagsterInstance.ephemeral() as instance:
         first, model, vectors = _build(instance, store, settings)
         second, model2, vectors2 = _build(instance, store, settings)
@@ -61,12 +62,17 @@ def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_not
     assert first != second and model2["reused_existing"] and model2["key"] == model["key"]
     assert model2["weights_hash"] == model["weights_hash"]
     assert vectors2["texts_embedded"] == 0 and vectors2["cache_hit_rate"] == 1.0
-    assert [p.name for p in (store.data_home().root / "models").iterdir() if not p.name.startswith(".")] == [model["key"]]
+    assert [p.name for p in (store.data_home().root / "models").iterdir() if not p.name.startswith(".")] == [
+        model["key"]
+    ]
 
-    config = BuildConfig.from_dict(store.data_home().warehouse().version_config(second))  # the recipe, not the weights
+    config = BuildSettings.from_dict(
+        store.data_home().warehouse().version_config(second)
+    )  # the recipe, not the weights
     assert config.model_id == DEFAULT_MODEL and config.model_hash == base_hash
-    assert config.adaptation == AdaptRecipe(labelled_examples=6, doc_examples=6, max_seq_length=32,
-                                            train_split=str(train_subset))
+    assert config.adaptation == AdaptRecipe(
+        labelled_examples=6, doc_examples=6, max_seq_length=32, train_split=str(train_subset)
+    )
     engine = QueryEngine(store.data_home(), second)  # loads the model the vectors table records
     assert engine.embedder.weights_hash == model["weights_hash"] and engine.model_id == model["model_id"]
     assert engine.search("How does maxSurge work?", config="dense", k=3).hits
@@ -77,7 +83,7 @@ def test_main_job_adapts_once_and_an_unchanged_rebuild_retrains_and_reembeds_not
 def test_quick_build_passes_the_base_model_through(fresh_home, built_index):
     """The fixture builds are quick builds (conftest: INFRA_RAG_ADAPT=0): no recipe, no training."""
     store, version = DataHomeResource(home=str(fresh_home)), built_index["version"]
-    assert BuildConfig.from_dict(store.data_home().warehouse().version_config(version)).adaptation is None
+    assert BuildSettings.from_dict(store.data_home().warehouse().version_config(version)).adaptation is None
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("index_version", [version])
         result = dg.materialize([domain_model], instance=instance, partition_key=version, resources={"store": store})
@@ -90,9 +96,9 @@ def test_quick_build_passes_the_base_model_through(fresh_home, built_index):
 
 def test_the_switches(monkeypatch, tmp_path):
     monkeypatch.setenv("INFRA_RAG_ADAPT", "0")
-    assert BuildSettings().recipe() is None
+    assert BuildResource().recipe() is None
     monkeypatch.setenv("INFRA_RAG_ADAPT", "1")
-    adapted = BuildSettings(train_split=str(tmp_path / "train.jsonl"))
+    adapted = BuildResource(train_split=str(tmp_path / "train.jsonl"))
     assert adapted.recipe() == AdaptRecipe(train_split=str(tmp_path / "train.jsonl"))  # the measured defaults
     quick = without_adaptation(adapted)  # infra-rag build --quick
     assert quick.recipe() is None and quick.train_split == adapted.train_split
@@ -100,7 +106,7 @@ def test_the_switches(monkeypatch, tmp_path):
 
 def test_the_eval_split_is_refused(fresh_home, built_index):
     store, version = DataHomeResource(home=str(fresh_home)), built_index["version"]
-    recorded = BuildConfig.from_dict(store.data_home().warehouse().version_config(version))
+    recorded = BuildSettings.from_dict(store.data_home().warehouse().version_config(version))
     eval_split = str(TRAIN_SPLIT.with_name("qa_eval.jsonl"))
     config = dataclasses.replace(recorded, adaptation=AdaptRecipe(train_split=eval_split))
     store.data_home().warehouse().record_version("v-eval", config.to_dict(), config.config_hash(), "x", "test")

@@ -13,9 +13,16 @@ from infra_rag_assets.rag.search.engine import QueryEngine
 
 pytestmark = pytest.mark.build
 
-QUESTIONS = ["How does maxSurge limit pods during a rollout?", "basic auth for the Prometheus UI",
-             "What is an Argo CD Application?", "What is a Pod?", "EndpointSlice address types",
-             "supply chain attestation", "roll back a Deployment", "kube-apiserver flags"]
+QUESTIONS = [
+    "How does maxSurge limit pods during a rollout?",
+    "basic auth for the Prometheus UI",
+    "What is an Argo CD Application?",
+    "What is a Pod?",
+    "EndpointSlice address types",
+    "supply chain attestation",
+    "roll back a Deployment",
+    "kube-apiserver flags",
+]
 
 
 def _signature(engine: QueryEngine, question: str, config: str) -> tuple:

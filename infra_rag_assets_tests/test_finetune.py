@@ -1,4 +1,4 @@
-"""Pair mining on real train questions (rag/index/finetune.py); the asset is test_domain_model.py.
+"""Pair mining on real train questions (rag/adapt/finetune.py); the asset is test_domain_model.py.
 
 The fixture corpus holds one Kubernetes page with train questions
 (``concepts/workloads/controllers/deployment.md``: 30 real questions of the train split), so
@@ -15,8 +15,8 @@ import pytest
 from conftest import OFF_FIXTURE, PAGE
 
 from infra_rag_assets.defs.resources import DataHomeResource
+from infra_rag_assets.rag.adapt.finetune import load_train_pairs, no_duplicate_batches
 from infra_rag_assets.rag.index.corpus_chunks import embed_input
-from infra_rag_assets.rag.index.finetune import load_train_pairs, no_duplicate_batches
 from infra_rag_assets.rag.operate.warehouse import Warehouse
 
 pytestmark = pytest.mark.build
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.build
 
 def _chunks(home: Path, version: str) -> list[dict]:
     frame = Warehouse(home / "warehouse.duckdb").frame(
-        "SELECT chunk_id, doc_id, text, context FROM chunks WHERE index_version = ? ORDER BY chunk_id", [version])
+        "SELECT chunk_id, doc_id, text, context FROM chunks WHERE index_version = ? ORDER BY chunk_id", [version]
+    )
     return frame.to_dicts()
 
 
@@ -52,8 +53,8 @@ def test_dense_negatives_are_the_models_top_other_page_chunk(built_index, train_
     first for the question (recomputed here from the stored vectors)."""
     import numpy as np
 
+    from infra_rag_assets.rag.adapt.finetune import DenseMiner
     from infra_rag_assets.rag.index.embedding import shared_embedder
-    from infra_rag_assets.rag.index.finetune import DenseMiner
     from infra_rag_assets.rag.index.vector_store import read_vectors
 
     store = DataHomeResource(home=str(built_index["home"]))

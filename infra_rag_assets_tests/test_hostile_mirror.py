@@ -35,8 +35,10 @@ from infra_rag_assets.rag.ingest.sources import (
 )
 
 SECRET = "HOSTSECRET-4711 this text lives outside the mirror"
-GOOD = "---\ntitle: {t}\n---\n# {t}\n\nThe {t} page explains how a controller reconciles desired state " \
-       "with the observed state of the cluster, step by step, with examples.\n"
+GOOD = (
+    "---\ntitle: {t}\n---\n# {t}\n\nThe {t} page explains how a controller reconciles desired state "
+    "with the observed state of the cluster, step by step, with examples.\n"
+)
 SPARSE_SIZE = 2_500_000_000  # sparse: costs no disk
 
 
@@ -74,8 +76,10 @@ def hostile(tmp_path_factory) -> dict:
     (md / "latin1.md").write_bytes("# Café\n\nUne page encodée en latin-1 avec des accents éàü.\n".encode("latin-1"))
     (md / "utf16.md").write_bytes("# UTF-16\n\nA page saved as UTF-16 with a byte order mark.\n".encode("utf-16"))
     (md / "nul.md").write_bytes(b"# Binary\n\x00\x01\x02 not text\n")
-    (md / "unclosed.md").write_text("---\ntitle: Broken\nweight: 3\n\n# Broken\n\nThis page never closes its "
-                                    "front matter block but has a real body of prose.\n")
+    (md / "unclosed.md").write_text(
+        "---\ntitle: Broken\nweight: 3\n\n# Broken\n\nThis page never closes its "
+        "front matter block but has a real body of prose.\n"
+    )
     pdf = base / "mirror" / "pdf"
     pdf.mkdir()
     (pdf / "corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj <<>> endobj\n" + os.urandom(2048))
@@ -86,8 +90,10 @@ def hostile(tmp_path_factory) -> dict:
     good.new_page().insert_text((72, 72), "Supply chain security: sign every artifact and verify provenance.")
     good.save(pdf / "good.pdf")
     _link(pdf / "out.pdf", host / "secret.md")
-    sources = [Source("docs", "kubernetes", "markdown_tree", "x", "https://d/{page_path}/", md),
-               Source("papers", "cncf", "pdf_files", "x", "https://p/{upstream_path}", pdf)]
+    sources = [
+        Source("docs", "kubernetes", "markdown_tree", "x", "https://d/{page_path}/", md),
+        Source("papers", "cncf", "pdf_files", "x", "https://p/{upstream_path}", pdf),
+    ]
     blobs = BlobStore(base / "blobs")
     pages = snapshot_pages(list_pages(sources), blobs)
     docs, _ = parse_documents(pages, blobs)
@@ -95,11 +101,27 @@ def hostile(tmp_path_factory) -> dict:
 
 
 MD_ENTRIES = {  # every entry of the Markdown mirror -> its expected page status
-    "good.md": "ok", "sub/good2.md": "ok", "in_link.md": "ok", "out_abs.md": "error", "out_rel.md": "error",
-    "out_etc.md": "error", "outdir": "error", "self.md": "error", "loop_a.md": "error", "loop_b.md": "error",
-    "dangling.md": "error", "insub": "skipped", "fifo.md": "skipped", "sparse.md": "too_large",
-    "nested.md": "ok", "longword.md": "ok", "oneline.md": "too_large", "latin1.md": "ok", "utf16.md": "error",
-    "nul.md": "error", "unclosed.md": "ok",
+    "good.md": "ok",
+    "sub/good2.md": "ok",
+    "in_link.md": "ok",
+    "out_abs.md": "error",
+    "out_rel.md": "error",
+    "out_etc.md": "error",
+    "outdir": "error",
+    "self.md": "error",
+    "loop_a.md": "error",
+    "loop_b.md": "error",
+    "dangling.md": "error",
+    "insub": "skipped",
+    "fifo.md": "skipped",
+    "sparse.md": "too_large",
+    "nested.md": "ok",
+    "longword.md": "ok",
+    "oneline.md": "too_large",
+    "latin1.md": "ok",
+    "utf16.md": "error",
+    "nul.md": "error",
+    "unclosed.md": "ok",
 }
 
 
@@ -108,13 +130,18 @@ def test_one_record_per_entry_with_status(hostile):
     docs = {(r["source"], r["doc_id"].split(":", 1)[1]): r for r in hostile["docs"].to_dicts()}
     pages = hostile["pages"].filter(hostile["pages"]["source"] == "docs")
     assert sorted(pages["rel_path"].to_list()) == sorted(MD_ENTRIES)
-    by_path = {r["rel_path"]: r for r in hostile["docs"].join(hostile["pages"].select("doc_id", "rel_path"),
-                                                               on="doc_id").to_dicts()}
+    by_path = {
+        r["rel_path"]: r
+        for r in hostile["docs"].join(hostile["pages"].select("doc_id", "rel_path"), on="doc_id").to_dicts()
+    }
     got = {p: by_path[p]["status"].split(":")[0] for p in MD_ENTRIES}
     got["in_link.md"] = "ok" if got["in_link.md"] == "duplicate_of" else got["in_link.md"]
     assert got == MD_ENTRIES
-    assert all(r["reason"] for r in by_path.values() if r["status"] not in ("ok",) and not
-               r["status"].startswith("duplicate_of"))
+    assert all(
+        r["reason"]
+        for r in by_path.values()
+        if r["status"] not in ("ok",) and not r["status"].startswith("duplicate_of")
+    )
     assert "loop" in by_path["self.md"]["reason"] and "loop" in by_path["loop_a.md"]["reason"]
     assert "outside the mirror" in by_path["out_rel.md"]["reason"]
     assert "FIFO" in by_path["fifo.md"]["reason"]
@@ -148,7 +175,7 @@ def test_chunks_are_bounded_exact_slices(hostile):
     assert len(chunks) > 0 and truncated == []
     for row in chunks.to_dicts():
         assert len(row["text"]) <= MAX_CHUNK_CHARS and row["token_count"] <= 256
-        assert text_of[row["doc_id"]][row["start_char"]:row["end_char"]] == row["text"]
+        assert text_of[row["doc_id"]][row["start_char"] : row["end_char"]] == row["text"]
     assert max(len(t) for t in text_of.values()) <= MAX_DOC_CHARS
     few = chunk_documents(docs, counter, ChunkSettings(max_chunks=3), truncated=truncated)
     assert few.group_by("doc_id").len()["len"].max() <= 3 and "docs:nested" in truncated
@@ -194,8 +221,14 @@ def test_peak_memory_is_flat_in_file_size(tmp_path):
         with open(mirror / "big.md", "wb") as f:
             os.truncate(f.fileno(), size)
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-        out = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(mirror)], env=env, check=True,
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", _RSS_CHILD, str(mirror)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return int(out.stdout.split()[-1])
 
     small, large = peak_kb(1_000), peak_kb(2_200_000_000)
@@ -226,9 +259,11 @@ def test_main_wrapped_in_form_or_link_is_not_navigation():
 
     scripts = "<script>var x = '<p>not prose</p>';</script>" * 50
     for wrapper in ("form", "a href='/x'"):
-        raw = (f"<html><head>{scripts}</head><body>{scripts}<nav><a href='/'>Home</a></nav><{wrapper}><main>"
-               "<p>Pods are the smallest deployable units of computing that you can create and manage.</p>"
-               f"</main></{wrapper.split()[0]}>{scripts}</body></html>").encode()
+        raw = (
+            f"<html><head>{scripts}</head><body>{scripts}<nav><a href='/'>Home</a></nav><{wrapper}><main>"
+            "<p>Pods are the smallest deployable units of computing that you can create and manage.</p>"
+            f"</main></{wrapper.split()[0]}>{scripts}</body></html>"
+        ).encode()
         doc = parse_html(raw, path="pods.html")
         assert doc.status == "ok" and "smallest deployable units" in doc.text, (wrapper, doc.reason)
 
@@ -252,19 +287,24 @@ def test_urls_are_percent_encoded():
     assert source.url_for("concepts/pod-v1_x.md") == "https://x/concepts/pod-v1_x/"
 
 
-VALID = ("{name: k, project: kubernetes, kind: markdown_tree, license: x, "
-         "url_template: 'https://x/{page_path}', mirror: MIRROR}")
+VALID = (
+    "{name: k, project: kubernetes, kind: markdown_tree, license: x, "
+    "url_template: 'https://x/{page_path}', mirror: MIRROR}"
+)
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("entry, message", [
-    (VALID.replace("license: x,", "license: x, exclude: [a],"), "unknown key 'exclude'"),
-    (VALID.replace("mirror:", "mirorr:"), "unknown key 'mirorr' (did you mean 'mirror'?)"),
-    (VALID.replace("{page_path}", "{oops}"), "unknown placeholder {oops}"),
-    (VALID.replace("{page_path}", "{page_pth}"), "did you mean {page_path}?"),
-    (VALID.replace("{page_path}", "{page_path"), "not a valid template"),
-    (VALID.replace("kind: markdown_tree", "kind: markdown"), "kind must be one of"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (VALID.replace("license: x,", "license: x, exclude: [a],"), "unknown key 'exclude'"),
+        (VALID.replace("mirror:", "mirorr:"), "unknown key 'mirorr' (did you mean 'mirror'?)"),
+        (VALID.replace("{page_path}", "{oops}"), "unknown placeholder {oops}"),
+        (VALID.replace("{page_path}", "{page_pth}"), "did you mean {page_path}?"),
+        (VALID.replace("{page_path}", "{page_path"), "not a valid template"),
+        (VALID.replace("kind: markdown_tree", "kind: markdown"), "kind must be one of"),
+    ],
+)
 def test_config_mistakes_are_one_line_errors(tmp_path, entry, message):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "a.md").write_text("# A\n")
@@ -290,18 +330,22 @@ def test_zero_page_mirror_is_an_error_naming_the_source(tmp_path):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("entry, message", [
-    (VALID.replace("MIRROR", "EMPTY"), "zero pages"),
-    (VALID.replace("{page_path}", "{oops}"), "unknown placeholder {oops}"),
-    (VALID.replace("mirror:", "mirorr:"), "did you mean 'mirror'?"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (VALID.replace("MIRROR", "EMPTY"), "zero pages"),
+        (VALID.replace("{page_path}", "{oops}"), "unknown placeholder {oops}"),
+        (VALID.replace("mirror:", "mirorr:"), "did you mean 'mirror'?"),
+    ],
+)
 def test_cli_config_errors_are_one_line_and_register_nothing(tmp_path, monkeypatch, entry, message):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "a.md").write_text("# A\n\nSome prose for the page.\n")
     (tmp_path / "empty").mkdir()
     bad = tmp_path / "bad.yaml"
-    bad.write_text("sources:\n  - " + entry.replace("EMPTY", str(tmp_path / "empty"))
-                   .replace("MIRROR", str(tmp_path / "m")) + "\n")
+    bad.write_text(
+        "sources:\n  - " + entry.replace("EMPTY", str(tmp_path / "empty")).replace("MIRROR", str(tmp_path / "m")) + "\n"
+    )
     monkeypatch.setenv("INFRA_RAG_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("INFRA_RAG_SOURCES", str(bad))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
@@ -321,15 +365,16 @@ def test_sensor_skips_a_broken_sources_file_and_registers_nothing(tmp_path):
     import dagster as dg
 
     from infra_rag_assets.defs.operate.automation import sources_changed
-    from infra_rag_assets.defs.resources import BuildSettings, DataHomeResource
+    from infra_rag_assets.defs.resources import BuildResource, DataHomeResource
 
     (tmp_path / "empty").mkdir()
     bad = tmp_path / "bad.yaml"
     bad.write_text("sources:\n  - " + VALID.replace("MIRROR", str(tmp_path / "empty")) + "\n")
     store = DataHomeResource(home=str(tmp_path / "home"))
     with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={
-            "store": store, "settings": BuildSettings(sources_file=str(bad))})
+        context = dg.build_sensor_context(
+            instance=instance, resources={"store": store, "settings": BuildResource(sources_file=str(bad))}
+        )
         result = sources_changed(context)
         assert isinstance(result, dg.SkipReason) and "zero pages" in result.skip_message
         assert instance.get_dynamic_partitions("index_version") == []

@@ -51,9 +51,16 @@ def site(tmp_path, pg_server, request):  # noqa: F811
     config["run_monitoring"].update(poll_interval_seconds=2, free_slots_after_run_end_seconds=1)
     (dagster_home / "dagster.yaml").write_text(yaml.safe_dump(config))
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, **pg_server.env(), "DAGSTER_PG_DB": db, "DAGSTER_HOME": str(dagster_home),
-           "INFRA_RAG_HOME": str(tmp_path / "home"), "INFRA_RAG_SOURCES": str(sources),
-           "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        **pg_server.env(),
+        "DAGSTER_PG_DB": db,
+        "DAGSTER_HOME": str(dagster_home),
+        "INFRA_RAG_HOME": str(tmp_path / "home"),
+        "INFRA_RAG_SOURCES": str(sources),
+        "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("ANTHROPIC_API_KEY", None)
     return {"env": env, "db": db, "pg": pg_server}
 
@@ -63,8 +70,15 @@ def _sql(site, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def _cli(site, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "infra_rag_assets", *args], env=site["env"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "infra_rag_assets", *args],
+        env=site["env"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done
 
@@ -87,9 +101,13 @@ def _wait(predicate, what: str, timeout: float = TIMEOUT_S, daemon: subprocess.P
 
 
 def _steps(site, run_id: str, step: str) -> dict[str, float]:
-    rows = _sql(site, "SELECT dagster_event_type, extract(epoch from timestamp) FROM event_logs "
-                "WHERE run_id = %s AND step_key = %s AND dagster_event_type IN "
-                "('STEP_START', 'STEP_SUCCESS', 'STEP_FAILURE')", (run_id, step))
+    rows = _sql(
+        site,
+        "SELECT dagster_event_type, extract(epoch from timestamp) FROM event_logs "
+        "WHERE run_id = %s AND step_key = %s AND dagster_event_type IN "
+        "('STEP_START', 'STEP_SUCCESS', 'STEP_FAILURE')",
+        (run_id, step),
+    )
     return {kind: float(at) for kind, at in rows}
 
 
@@ -97,10 +115,15 @@ def _steps(site, run_id: str, step: str) -> dict[str, float]:
 def daemon(site):
     # The dagster-daemon script installed beside this interpreter (it has no `python -m` form).
     script = Path(sys.executable).with_name("dagster-daemon")
-    proc = subprocess.Popen([str(script) if script.exists() else "dagster-daemon", "run",
-                             "-w", str(ROOT / "workspace.yaml")],
-                            env=site["env"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(script) if script.exists() else "dagster-daemon", "run", "-w", str(ROOT / "workspace.yaml")],
+        env=site["env"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     yield proc
     os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -131,17 +154,30 @@ def test_cli_build_writes_its_run_and_materializations_to_postgres(site):
     (run_id,) = runs
     tags = dict(_sql(site, "SELECT key, value FROM run_tags WHERE run_id = %s", (run_id,)))
     assert tags["dagster/partition"] == version and tags["infra_rag/origin"] == "cli"
-    materialized = _sql(site, "SELECT asset_key, partition FROM event_logs WHERE run_id = %s AND "
-                        "dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id", (run_id,))
+    materialized = _sql(
+        site,
+        "SELECT asset_key, partition FROM event_logs WHERE run_id = %s AND "
+        "dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id",
+        (run_id,),
+    )
     assert materialized == [('["source_pages"]', version), ('["documents"]', version)]
     assert _sql(site, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'index_version'") == [
-        (version,)]
+        (version,)
+    ]
 
 
 def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon):
-    submits = [subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "build", "--through", "lexical_index",
-                                 "--submit"], env=site["env"], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(2)]  # at once: distinct versions
+    submits = [
+        subprocess.Popen(
+            [sys.executable, "-m", "infra_rag_assets", "build", "--through", "lexical_index", "--submit"],
+            env=site["env"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]  # at once: distinct versions
     versions = []
     for proc in submits:
         out, err = proc.communicate(timeout=TIMEOUT_S)
@@ -150,7 +186,8 @@ def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon
     assert len(set(versions)) == 2
     runs = _runs(site)
     assert sorted(runs.values()) == [("build_lexical_index", "QUEUED")] * 2 or all(
-        status != "NOT_STARTED" for _, status in runs.values()), runs
+        status != "NOT_STARTED" for _, status in runs.values()
+    ), runs
 
     def finished():
         states = _runs(site)
@@ -169,8 +206,11 @@ def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon
 
 def _worker_pid(site, run_id: str) -> int | None:
     """The run worker's pid, from the engine event it logs when it starts."""
-    for (event,) in _sql(site, "SELECT event FROM event_logs WHERE run_id = %s AND "
-                         "dagster_event_type = 'ENGINE_EVENT' ORDER BY id", (run_id,)):
+    for (event,) in _sql(
+        site,
+        "SELECT event FROM event_logs WHERE run_id = %s AND dagster_event_type = 'ENGINE_EVENT' ORDER BY id",
+        (run_id,),
+    ):
         found = re.search(r"Started process for run \(pid: (\d+)\)", event)
         if found:
             return int(found.group(1))
@@ -187,10 +227,18 @@ def test_killed_run_worker_is_failed_and_its_pool_slot_freed(site, daemon):
     os.kill(pid, signal.SIGKILL)
 
     _wait(lambda: _runs(site)[run_id][1] == "FAILURE", "the killed run to be marked failed", daemon=daemon)
-    _wait(lambda: _sql(site, "SELECT run_id FROM concurrency_slots WHERE concurrency_key = 'lancedb_writer'")
-          != [(run_id,)], "run monitoring to free the killed run's slot", daemon=daemon)
+    _wait(
+        lambda: (
+            _sql(site, "SELECT run_id FROM concurrency_slots WHERE concurrency_key = 'lancedb_writer'") != [(run_id,)]
+        ),
+        "run monitoring to free the killed run's slot",
+        daemon=daemon,
+    )
     # run_retries (retry_on_asset_or_op_failure: false still retries a crashed worker) reruns it.
-    retry = _wait(lambda: next((r for r, (_, s) in _runs(site).items() if r != run_id and s == "SUCCESS"), None),
-                  "the retried run to succeed", daemon=daemon)
+    retry = _wait(
+        lambda: next((r for r, (_, s) in _runs(site).items() if r != run_id and s == "SUCCESS"), None),
+        "the retried run to succeed",
+        daemon=daemon,
+    )
     parent = dict(_sql(site, "SELECT key, value FROM run_tags WHERE run_id = %s", (retry,)))
     assert parent.get("dagster/parent_run_id") == run_id

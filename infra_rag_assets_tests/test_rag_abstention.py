@@ -21,7 +21,7 @@ from infra_rag_assets.rag.search.calibration import (
     read_calibration,
     write_calibration,
 )
-from infra_rag_assets.rag.search.retrieval_config import NAMED_CONFIGS, RetrievalConfig
+from infra_rag_assets.rag.search.retrieval_settings import NAMED_CONFIGS, RetrievalSettings
 
 pytestmark = pytest.mark.unit
 
@@ -46,12 +46,13 @@ def _one_edit(a, b):
         diff = [i for i in range(len(a)) if a[i] != b[i]]
         return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
     short, long_ = sorted((a, b), key=len)
-    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
 
 
-VOCAB = FakeVocabulary(ident={"deployment", "build", "images", "pod", "kubernetes", "container", "write", "back",
-                              "inside", "scale"},
-                       prose={"deploy", "build", "imag", "contain"})
+VOCAB = FakeVocabulary(
+    ident={"deployment", "build", "images", "pod", "kubernetes", "container", "write", "back", "inside", "scale"},
+    prose={"deploy", "build", "imag", "contain"},
+)
 
 
 # --- floor derivation ------------------------------------------------------------------------
@@ -91,8 +92,9 @@ def test_calibration_round_trips_and_damage_is_refused(tmp_path):
     assert read_calibration(tmp_path) is None  # a version without one: the fixed floor applies
     with pytest.raises(FileNotFoundError):
         write_calibration(tmp_path / "missing", calibrate("v1", [0.1, 0.2], [0.5, 0.6]))
-    calibration = calibrate("v1", [0.1, 0.2, 0.3], [0.5, 0.6, 0.7], model_hash="abc",
-                            sources={"off_topic": {"benchmark": "off_topic"}})
+    calibration = calibrate(
+        "v1", [0.1, 0.2, 0.3], [0.5, 0.6, 0.7], model_hash="abc", sources={"off_topic": {"benchmark": "off_topic"}}
+    )
     write_calibration(tmp_path, calibration)
     again = read_calibration(tmp_path)
     assert again == calibration and again.off_topic["benchmark"] == "off_topic" and again.off_topic["n"] == 3
@@ -135,13 +137,13 @@ def test_unanswerable_reason_names_the_words_and_can_require_disagreement():
 
 
 def test_abstention_knobs_keep_old_config_hashes_and_need_the_lexical_side():
-    plain = RetrievalConfig(name="x", floor=0.35)
+    plain = RetrievalSettings(name="x", floor=0.35)
     assert dataclasses.replace(plain, calibrated_floor=False, answerability=False).config_hash() == plain.config_hash()
     assert dataclasses.replace(plain, calibrated_floor=True).config_hash() != plain.config_hash()
     assert NAMED_CONFIGS["hybrid-page"].answerability and NAMED_CONFIGS["hybrid-page"].calibrated_floor
     assert not NAMED_CONFIGS["lexical"].calibrated_floor
     with pytest.raises(ValueError, match="answerability needs the lexical index"):
-        RetrievalConfig(mode="dense", answerability=True)
+        RetrievalSettings(mode="dense", answerability=True)
 
 
 class _Embedder:
@@ -170,7 +172,7 @@ CATALOG = {cid: {"chunk_id": cid, "doc_id": f"doc-{cid}", "text": "a pod"} for c
 def test_the_retriever_refuses_with_the_reason_of_floor_or_answerability():
     from infra_rag_assets.rag.search.retrieval import Retriever
 
-    config = RetrievalConfig(name="t", floor=0.4, answerability=True)
+    config = RetrievalSettings(name="t", floor=0.4, answerability=True)
     lexical = _Lexical(ident=VOCAB.ident, prose=VOCAB.prose)
     low = Retriever(catalog=CATALOG, config=config, vector_searcher=_Dense(0.3), lexical_searcher=lexical)
     assert low.search("How do I build images in a pod?").abstain_reason == "best dense cosine 0.300 < floor 0.400"
@@ -179,6 +181,10 @@ def test_the_retriever_refuses_with_the_reason_of_floor_or_answerability():
     assert refused.abstained and not refused.hits and "'kaniko'" in refused.abstain_reason
     answered = high.search("How do I build images in a pod?")
     assert not answered.abstained and answered.hits[0].chunk_id == "c1"
-    off = Retriever(catalog=CATALOG, config=dataclasses.replace(config, answerability=False),
-                    vector_searcher=_Dense(0.7), lexical_searcher=lexical)
+    off = Retriever(
+        catalog=CATALOG,
+        config=dataclasses.replace(config, answerability=False),
+        vector_searcher=_Dense(0.7),
+        lexical_searcher=lexical,
+    )
     assert not off.search("How do I build images in a pod with Kaniko?").abstained

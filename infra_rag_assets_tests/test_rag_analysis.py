@@ -110,9 +110,7 @@ def test_prose_terms_stem_and_remove_stop_words() -> None:
     assert not STOP_WORDS & set(prose_terms(" ".join(sorted(STOP_WORDS)) + " pod"))
 
 
-_TEXT = st.text(
-    alphabet=st.sampled_from(list("aZk8-_./:= \t\n{}\"'ßÄé\u00a0\u2003xyY")), max_size=80
-)
+_TEXT = st.text(alphabet=st.sampled_from(list("aZk8-_./:= \t\n{}\"'ßÄé\u00a0\u2003xyY")), max_size=80)
 
 
 @given(_TEXT, st.sampled_from(["prose", "ident"]))

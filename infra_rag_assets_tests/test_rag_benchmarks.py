@@ -58,8 +58,7 @@ def test_own_labelled_spreads_over_pages_and_projects(own):
     pages = Counter(r.relevant[0] for r in own.records if r.category in ("prometheus", "argocd"))
     assert len(pages) >= 35  # many different pages, not a handful asked many times
     sources = {s for r in own.records for s in r.sources}
-    assert {"prometheus-site", "prometheus-server", "argocd", "kubernetes",
-            "cncf-whitepapers"} <= sources
+    assert {"prometheus-site", "prometheus-server", "argocd", "kubernetes", "cncf-whitepapers"} <= sources
     prometheus_sources = {s for r in own.records if r.category == "prometheus" for s in r.sources}
     assert prometheus_sources == {"prometheus-site", "prometheus-server"}
     identifier_sources = {r.sources[0] for r in own.records if r.category == "identifier"}
@@ -81,20 +80,20 @@ def test_hash_is_stable_and_tracks_content(own, tmp_path: Path):
     shutil.copyfile(REPO / "eval" / "benchmarks" / "own_labelled.jsonl", copy)
     assert load_benchmark(copy, REPO).version_hash == own.version_hash  # content, not path
     with copy.open("a") as fh:
-        fh.write(json.dumps({"id": "extra", "question": "q?", "relevant": [],
-                             "category": "unanswerable"}) + "\n")
+        fh.write(json.dumps({"id": "extra", "question": "q?", "relevant": [], "category": "unanswerable"}) + "\n")
     assert load_benchmark(copy, REPO).version_hash != own.version_hash
 
 
-@pytest.mark.parametrize("record, error", [
-    ({"question": "q", "relevant": [], "category": "unanswerable"}, "missing id"),
-    ({"id": "a", "question": "q", "relevant": "argocd:faq", "category": "argocd"},
-     "must be a list"),
-    ({"id": "a", "question": "q", "relevant": ["faq"], "category": "argocd"}, "<source>:<page_id>"),
-    ({"id": "a", "question": "q", "relevant": [], "category": "argocd"}, "only category"),
-    ({"id": "a", "question": "q", "relevant": ["argocd:faq"], "category": "unanswerable"},
-     "only category"),
-])
+@pytest.mark.parametrize(
+    "record, error",
+    [
+        ({"question": "q", "relevant": [], "category": "unanswerable"}, "missing id"),
+        ({"id": "a", "question": "q", "relevant": "argocd:faq", "category": "argocd"}, "must be a list"),
+        ({"id": "a", "question": "q", "relevant": ["faq"], "category": "argocd"}, "<source>:<page_id>"),
+        ({"id": "a", "question": "q", "relevant": [], "category": "argocd"}, "only category"),
+        ({"id": "a", "question": "q", "relevant": ["argocd:faq"], "category": "unanswerable"}, "only category"),
+    ],
+)
 def test_own_record_validation(tmp_path: Path, record: dict, error: str):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(record) + "\n")
@@ -155,12 +154,15 @@ def test_spec_env_override_and_missing_data(tmp_path: Path, monkeypatch, k8s):
 
 def test_spec_row_count_and_field_checks(tmp_path: Path):
     data = tmp_path / "rows.jsonl"
-    data.write_text(json.dumps({"id": "1", "question": "q", "answer": "a", "page_kind": "task",
-                                "source_page": "p"}) + "\n")
+    data.write_text(
+        json.dumps({"id": "1", "question": "q", "answer": "a", "page_kind": "task", "source_page": "p"}) + "\n"
+    )
     spec = tmp_path / "spec.yaml"
-    base = (f"name: t\ndata: {data}\nrelevant_template: 'kubernetes:{{source_page}}'\n"
-            "fields: {id: id, question: question, reference_answer: answer, page_kind: page_kind,"
-            " relevant_page: source_page}\n")
+    base = (
+        f"name: t\ndata: {data}\nrelevant_template: 'kubernetes:{{source_page}}'\n"
+        "fields: {id: id, question: question, reference_answer: answer, page_kind: page_kind,"
+        " relevant_page: source_page}\n"
+    )
     spec.write_text(base)
     [record] = load_benchmark(spec, tmp_path).records
     assert record.relevant == ("kubernetes:p",) and record.category == "default"

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from infra_rag_assets.rag.index.chunking import (
-    ChunkerConfig,
+    ChunkerSettings,
     ChunkSpan,
     chunk_document,
     chunk_id,
@@ -57,43 +57,35 @@ def build_sections(text: str) -> list[Section]:
         stack.append((level, heading))
         path = tuple(h for _, h in stack)
         anchor = f"{i}-" + "-".join(heading.lower().split())
-        sections.append(
-            Section(heading, level, path, anchor, line_start, end, h_start, h_start + len(heading))
-        )
+        sections.append(Section(heading, level, path, anchor, line_start, end, h_start, h_start + len(heading)))
     return sections
 
 
 # --- generated documents ---------------------------------------------------------------------
 
 _ascii_word = st.text("abcdefghijklmnopqrstuvwxyzABCXYZ0123456789-_./:=", min_size=1, max_size=12)
-_uni_word = st.text(
-    st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=8
-)
+_uni_word = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=8)
 _word = st.one_of(_ascii_word, _ascii_word, _uni_word)
 _sentence = st.lists(_word, min_size=1, max_size=12).map(lambda ws: " ".join(ws) + ".")
 _line = st.lists(_sentence, min_size=1, max_size=4).map(" ".join)
 _paragraph = st.lists(_line, min_size=1, max_size=5).map("\n".join)
 _code = st.lists(
-    st.tuples(st.sampled_from(["", "  ", "    "]), _ascii_word, _ascii_word).map(
-        lambda t: f"{t[0]}{t[1]}: {t[2]}"
-    ),
+    st.tuples(st.sampled_from(["", "  ", "    "]), _ascii_word, _ascii_word).map(lambda t: f"{t[0]}{t[1]}: {t[2]}"),
     min_size=1,
     max_size=30,
 ).map(lambda lines: "```yaml\n" + "\n".join(lines) + "\n```")
-_long_word = st.tuples(
-    st.sampled_from(["a-", "x.", "ab/", "日", "é", "🎉", "z", "Ab9"]), st.integers(20, 250)
-).map(lambda t: t[0] * t[1])
+_long_word = st.tuples(st.sampled_from(["a-", "x.", "ab/", "日", "é", "🎉", "z", "Ab9"]), st.integers(20, 250)).map(
+    lambda t: t[0] * t[1]
+)
 _heading = st.tuples(st.integers(1, 4), st.lists(_ascii_word, min_size=1, max_size=4)).map(
     lambda t: "#" * t[0] + " " + " ".join(t[1])
 )
 _weird = st.text(max_size=40)  # any unicode: U+2028, control chars, lone combining marks ...
 _block = st.one_of(_heading, _heading, _paragraph, _paragraph, _code, _long_word, _weird)
 _blank = st.sampled_from(["\n", "\n\n", "\n\n\n", " \n\t\n", "\n   \n\n"])
-documents = st.lists(st.tuples(_block, _blank), max_size=25).map(
-    lambda blocks: "".join(b + sep for b, sep in blocks)
-)
+documents = st.lists(st.tuples(_block, _blank), max_size=25).map(lambda blocks: "".join(b + sep for b, sep in blocks))
 configs = st.builds(
-    lambda target, extra, minimum: ChunkerConfig(target, target + extra, minimum),
+    lambda target, extra, minimum: ChunkerSettings(target, target + extra, minimum),
     st.integers(4, 64),
     st.integers(0, 32),
     st.integers(0, 12),
@@ -158,7 +150,7 @@ def test_chunk_invariants(counter, text, config, cuts):
 @given(text=documents, config=configs)
 # Found by this property in a fresh clone: a hard-cut word piece re-counted over the limit once
 # the short word after it was merged on, and was then cut inside a word.
-@example(text="\n0:0:0Yk02 0.\n", config=ChunkerConfig(target_tokens=4, max_tokens=5, min_tokens=3))
+@example(text="\n0:0:0Yk02 0.\n", config=ChunkerSettings(target_tokens=4, max_tokens=5, min_tokens=3))
 def test_fitting_units_are_one_chunk_and_cuts_fall_between_words(counter, text, config):
     sections = build_sections(text)
     chunks = chunk_document(text, sections, [], counter, config)
@@ -189,7 +181,7 @@ def assert_cuts_between_words(text, a, b, chunks, counter, config) -> None:
 def test_small_section_is_one_chunk(counter):
     text = "Intro line.\n\n## Setup\n\nInstall it.\nThen run it.\n"
     sections = build_sections(text)
-    chunks = chunk_document(text, sections, [], counter, ChunkerConfig())
+    chunks = chunk_document(text, sections, [], counter, ChunkerSettings())
     assert [c.text for c in chunks] == ["Intro line.", "## Setup\n\nInstall it.\nThen run it."]
     assert chunks[1].section_path == ("Setup",) and chunks[0].section_path == ()
 
@@ -198,7 +190,7 @@ def test_small_section_is_one_chunk(counter):
 def test_long_section_splits_at_paragraphs_first(counter):
     paragraphs = [" ".join(f"word{p}x{i}" for i in range(12)) + "." for p in range(6)]
     text = "# Title\n\n" + "\n\n".join(paragraphs)
-    config = ChunkerConfig(target_tokens=80, max_tokens=100, min_tokens=0)
+    config = ChunkerSettings(target_tokens=80, max_tokens=100, min_tokens=0)
     chunks = chunk_document(text, build_sections(text), [], counter, config)
     assert len(chunks) > 1
     for a, b in zip(chunks, chunks[1:]):
@@ -210,7 +202,7 @@ def test_long_section_splits_at_paragraphs_first(counter):
 def test_long_code_block_splits_at_lines(counter):
     lines = [f"  key_{i}: value-{i} # setting number {i}" for i in range(80)]
     text = "## Config\n```yaml\n" + "\n".join(lines) + "\n```\n"
-    config = ChunkerConfig(target_tokens=60, max_tokens=64, min_tokens=4)
+    config = ChunkerSettings(target_tokens=60, max_tokens=64, min_tokens=4)
     chunks = chunk_document(text, build_sections(text), [], counter, config)
     assert len(chunks) > 3
     for a, b in zip(chunks, chunks[1:]):  # one line break (plus the next line's indent)
@@ -222,7 +214,7 @@ def test_long_code_block_splits_at_lines(counter):
 @pytest.mark.unit
 def test_over_long_word_is_hard_cut_within_limit(counter):
     word = "a-" * 400
-    chunks = chunk_document(word, [], [], counter, ChunkerConfig(16, 16, 0))
+    chunks = chunk_document(word, [], [], counter, ChunkerSettings(16, 16, 0))
     assert "".join(c.text for c in chunks) == word
     assert all(c.token_count <= 16 for c in chunks)
 
@@ -230,7 +222,7 @@ def test_over_long_word_is_hard_cut_within_limit(counter):
 @pytest.mark.unit
 def test_tiny_trailing_piece_merges_into_previous(counter):
     text = "alpha beta gamma delta epsilon.\n\nzeta eta theta iota kappa.\n\nok"
-    chunks = chunk_document(text, [], [], counter, ChunkerConfig(6, 14, 3))
+    chunks = chunk_document(text, [], [], counter, ChunkerSettings(6, 14, 3))
     assert chunks[-1].text.endswith("kappa.\n\nok")
 
 
@@ -241,7 +233,7 @@ def test_tokenizer_whitespace_disagreement_is_recounted_and_cut(counter):
     # per-chunk recount catches it and the chunk is hard-cut back under the limit.
     left, right = "a-" * 10 + "abcdefghij" * 6, "klmnopqrst" * 6
     text = f"hello world {left}\x0b{right} more words here and there and so on"
-    config = ChunkerConfig(8, 8, 0)
+    config = ChunkerSettings(8, 8, 0)
     chunks = chunk_document(text, [], [], counter, config)
     assert_invariants(text, [], [], chunks, counter, config)
 
@@ -253,9 +245,10 @@ def test_control_characters_gluing_many_words_stay_bounded_and_fast(counter):
     glue = ["\x0b", "\x1c", "\x1d", "\x1e", "\x1f", "\x85"]
     words = ["kube", "proxy", "etcd", "a", "the", "Deployment", "x" * 30, "ab" * 20, "é", "日本", "12345"]
     pick = random.Random(1)
-    text = " ".join(pick.choice(glue).join(pick.choice(words) for _ in range(pick.randint(1, 6)))
-                    for _ in range(2000))  # ~30 chunks re-count over the limit and are re-planned
-    config = ChunkerConfig(8, 8, 0, max_chunks=100_000)  # the default 2,000 would stop it early
+    text = " ".join(
+        pick.choice(glue).join(pick.choice(words) for _ in range(pick.randint(1, 6))) for _ in range(2000)
+    )  # ~30 chunks re-count over the limit and are re-planned
+    config = ChunkerSettings(8, 8, 0, max_chunks=100_000)  # the default 2,000 would stop it early
     started = time.perf_counter()
     chunks = chunk_document(text, [], [], counter, config)
     assert time.perf_counter() - started < 20
@@ -274,11 +267,11 @@ def _pdf(pages: list[str]) -> tuple[str, list[PageSpan]]:
 @pytest.mark.unit
 def test_pdf_page_mapping(counter):
     text, spans = _pdf(["First page text. " * 30, "Second page text. " * 30, "Third. " * 30])
-    chunks = chunk_document(text, [], spans, counter, ChunkerConfig(40, 40, 0))
+    chunks = chunk_document(text, [], spans, counter, ChunkerSettings(40, 40, 0))
     assert [c.pages for c in chunks] == sorted(c.pages for c in chunks)
     assert {c.pages for c in chunks} == {(1,), (2,), (3,)}  # pages end at line breaks
     text, spans = _pdf(["Short one.", "Short two.", "Short three."])
-    (chunk,) = chunk_document(text, [], spans, counter, ChunkerConfig())
+    (chunk,) = chunk_document(text, [], spans, counter, ChunkerSettings())
     assert chunk.pages == (1, 2, 3)
 
 
@@ -301,8 +294,9 @@ PINNED_HASHES = {
     "kube-apiserver --feature-gates": "a37d6a92347a02a91b926cac6ba941dc006eb472bfdd71cd084d1cabbe81bfed",
     "naïve café ✓ 日本語 🚀": "d7d52842a487bf39f8b3b3cc108755fbea50233ce604883c7623e4a0757d6211",
     "a\u200bb\x00\r\n": "9c474d45adb56678ebc0d6bd9bf5b0b1a035d1984f9fe09be21c3a2c10f7456f",
-    embed_input("kubernetes › Pods", "A Pod is the smallest unit."):
-        "3cf9ae272f2970e3f2f1a2f1ff21212eee73cf122f9fb1e7d863389ddd1cb128",
+    embed_input(
+        "kubernetes › Pods", "A Pod is the smallest unit."
+    ): "3cf9ae272f2970e3f2f1a2f1ff21212eee73cf122f9fb1e7d863389ddd1cb128",
 }
 
 
@@ -320,10 +314,10 @@ def test_ids_and_config_hash_are_stable():
     h = text_hash("abc")
     assert h == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert chunk_id("doc", 0, 3, h) == chunk_id("doc", 0, 3, h) != chunk_id("doc", 1, 3, h)
-    assert ChunkerConfig().config_hash() == ChunkerConfig(256, 256, 16).config_hash()
-    assert ChunkerConfig().config_hash() != ChunkerConfig(128, 256, 16).config_hash()
+    assert ChunkerSettings().config_hash() == ChunkerSettings(256, 256, 16).config_hash()
+    assert ChunkerSettings().config_hash() != ChunkerSettings(128, 256, 16).config_hash()
     with pytest.raises(ValueError):
-        ChunkerConfig(target_tokens=300, max_tokens=256)
+        ChunkerSettings(target_tokens=300, max_tokens=256)
 
 
 @pytest.mark.unit
@@ -341,7 +335,7 @@ def test_speed_on_real_kubernetes_docs(counter):
     files = sorted((require_corpus() / "kubernetes" / "concepts").glob("**/*.md"))
     assert len(files) > 100  # the concepts pages of the real corpus, not an empty folder
     texts = [f.read_text(encoding="utf-8") for f in files]
-    config = ChunkerConfig()
+    config = ChunkerSettings()
     began = time.perf_counter()
     results = [chunk_document(t, [], [], counter, config) for t in texts]
     elapsed = time.perf_counter() - began

@@ -121,8 +121,9 @@ def test_crash_mid_build_keeps_finished_batches(embedder, tmp_path):
     before = embedder.encoded_texts
     seen: list[tuple[int, int]] = []
     calls = embedder.encode_calls
-    _, stats = embed_with_cache(embedder, cache, TEXTS, batch_size=2, commit_every=4,
-                                progress=lambda d, t: seen.append((d, t)))
+    _, stats = embed_with_cache(
+        embedder, cache, TEXTS, batch_size=2, commit_every=4, progress=lambda d, t: seen.append((d, t))
+    )
     assert embedder.encoded_texts - before == 6 and stats.hits == 4
     assert embedder.encode_calls - calls == 3  # forward passes of 2 texts, commits of 4
     assert seen == [(4, 6), (6, 6)]

@@ -23,13 +23,21 @@ H = "hybrid-weighted"
 
 
 def floor(metric="mrr@10", threshold=0.70, severity="critical", slice="overall"):
-    return Gate(name=f"{metric}-floor", metric=metric, regime=H, comparison="floor",
-                severity=severity, slice=slice, threshold=threshold)
+    return Gate(
+        name=f"{metric}-floor",
+        metric=metric,
+        regime=H,
+        comparison="floor",
+        severity=severity,
+        slice=slice,
+        threshold=threshold,
+    )
 
 
 def vs_release(metric="mrr@10", tolerance=0.02, severity="critical"):
-    return Gate(name=f"{metric}-reg", metric=metric, regime=H, comparison="vs_release",
-                severity=severity, tolerance=tolerance)
+    return Gate(
+        name=f"{metric}-reg", metric=metric, regime=H, comparison="vs_release", severity=severity, tolerance=tolerance
+    )
 
 
 def test_project_gates_file_loads_with_the_promised_gates():
@@ -37,8 +45,7 @@ def test_project_gates_file_loads_with_the_promised_gates():
     mrr = gates["k8s-mrr-floor"]
     # regime is whatever label the eval run keys its table with ("serving" or a config name)
     assert mrr.regime and len({g.regime for g in gates.values()}) >= 1
-    assert (mrr.metric, mrr.slice, mrr.threshold, mrr.severity) == (
-        "mrr@10", "overall", 0.70, "critical")
+    assert (mrr.metric, mrr.slice, mrr.threshold, mrr.severity) == ("mrr@10", "overall", 0.70, "critical")
     assert gates["k8s-hit5-floor"].threshold == 0.85
     assert gates["k8s-mrr-no-regression"].tolerance == 0.02
     assert gates["abstention-precision-floor"].severity == "critical"
@@ -49,16 +56,15 @@ def test_project_gates_file_loads_with_the_promised_gates():
 
 def test_floor_pass_fail_and_float_noise():
     ok, bad, edge = evaluate_gates(
-        [floor(), floor(threshold=0.9), floor(threshold=0.7)],
-        {(H, "overall", "mrr@10"): 0.7 + 1e-12 - 1e-11}, None)  # 0.69999999999 ~ 0.70
+        [floor(), floor(threshold=0.9), floor(threshold=0.7)], {(H, "overall", "mrr@10"): 0.7 + 1e-12 - 1e-11}, None
+    )  # 0.69999999999 ~ 0.70
     assert bad.passed is False and bad.value == pytest.approx(0.7)
     assert ok.passed and edge.passed
     assert "floor 0.9" in bad.message
 
 
 def test_ceiling_for_latency():
-    gate = Gate(name="p95", metric="latency_p95_ms", regime=H, comparison="ceiling",
-                severity="warning", threshold=800)
+    gate = Gate(name="p95", metric="latency_p95_ms", regime=H, comparison="ceiling", severity="warning", threshold=800)
     [fast] = evaluate_gates([gate], {(H, "overall", "latency_p95_ms"): 420.0}, None)
     [slow] = evaluate_gates([gate], {(H, "overall", "latency_p95_ms"): 900.0}, None)
     assert fast.passed and not slow.passed and not slow.blocking  # warning never blocks
@@ -79,8 +85,9 @@ def test_vs_release_tolerance():
 
 def test_vs_release_latency_is_lower_is_better():
     key = (H, "overall", "latency_p95_ms")
-    gate = Gate(name="lat", metric="latency_p95_ms", regime=H, comparison="vs_release",
-                severity="warning", tolerance=150)
+    gate = Gate(
+        name="lat", metric="latency_p95_ms", regime=H, comparison="vs_release", severity="warning", tolerance=150
+    )
     [faster] = evaluate_gates([gate], {key: 100.0}, {key: 500.0})
     [slower] = evaluate_gates([gate], {key: 700.0}, {key: 500.0})  # +200 ms > 150
     assert faster.passed and not slower.passed
@@ -108,12 +115,16 @@ def test_missing_or_undefined_metric_fails():
 
 
 def test_metric_table_from_summaries_matches_gate_keys():
-    rows = [{"rank": 1, "abstained": False, "should_abstain": False, "category": "argocd"},
-            {"rank": None, "abstained": True, "should_abstain": True, "category": "unanswerable"}]
-    table = metric_table({
-        ("k8s_bench_eval", H): summarize(rows[:1]),
-        ("own_labelled", H): summarize(rows) + summarize(rows, by="category"),
-    })
+    rows = [
+        {"rank": 1, "abstained": False, "should_abstain": False, "category": "argocd"},
+        {"rank": None, "abstained": True, "should_abstain": True, "category": "unanswerable"},
+    ]
+    table = metric_table(
+        {
+            ("k8s_bench_eval", H): summarize(rows[:1]),
+            ("own_labelled", H): summarize(rows) + summarize(rows, by="category"),
+        }
+    )
     assert table[(H, "overall", "mrr@10")] == 1.0
     assert table[(H, "own_labelled/overall", "abstention_recall")] == 1.0
     assert table[(H, "own_labelled/category=argocd", "hit@5")] == 1.0
@@ -125,22 +136,36 @@ BAD_FILES = {
     "not yaml": ("gates: [\n  - {name: x", "not valid YAML"),
     "empty": ("", "non-empty list"),
     "missing keys": ("gates:\n  - {name: a, metric: mrr@10}", "gate #1 (a): missing regime"),
-    "bad comparison": ("- {name: a, metric: mrr@10, regime: h, comparison: above,"
-                       " severity: critical, threshold: 1}", "comparison must be one of"),
-    "bad severity": ("- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: fatal,"
-                     " threshold: 1}", "severity must be one of"),
-    "floor without threshold": ("- {name: a, metric: mrr@10, regime: h, comparison: floor,"
-                                " severity: critical}",
-                                "floor needs a non-negative number 'threshold'"),
-    "tolerance not a number": ("- {name: a, metric: mrr@10, regime: h, comparison: vs_release,"
-                               " severity: critical, tolerance: lots}", "'tolerance'"),
-    "unknown metric": ("- {name: a, metric: mrr@20, regime: h, comparison: floor,"
-                       " severity: critical, threshold: 1}", "unknown metric 'mrr@20'"),
-    "typo key": ("- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: critical,"
-                 " threshold: 1, treshold: 2}", "unknown key(s) treshold"),
-    "duplicate": ("- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: critical,"
-                  " threshold: 1}\n- {name: a, metric: hit@5, regime: h, comparison: floor,"
-                  " severity: warning, threshold: 1}", "duplicate gate name 'a'"),
+    "bad comparison": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: above, severity: critical, threshold: 1}",
+        "comparison must be one of",
+    ),
+    "bad severity": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: fatal, threshold: 1}",
+        "severity must be one of",
+    ),
+    "floor without threshold": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: critical}",
+        "floor needs a non-negative number 'threshold'",
+    ),
+    "tolerance not a number": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: vs_release, severity: critical, tolerance: lots}",
+        "'tolerance'",
+    ),
+    "unknown metric": (
+        "- {name: a, metric: mrr@20, regime: h, comparison: floor, severity: critical, threshold: 1}",
+        "unknown metric 'mrr@20'",
+    ),
+    "typo key": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: critical, threshold: 1, treshold: 2}",
+        "unknown key(s) treshold",
+    ),
+    "duplicate": (
+        "- {name: a, metric: mrr@10, regime: h, comparison: floor, severity: critical,"
+        " threshold: 1}\n- {name: a, metric: hit@5, regime: h, comparison: floor,"
+        " severity: warning, threshold: 1}",
+        "duplicate gate name 'a'",
+    ),
     "scalar entry": ("- just a string", "gate #1: expected a mapping"),
 }
 
@@ -163,7 +188,9 @@ def test_missing_gate_file(tmp_path: Path):
 
 def test_top_level_list_and_default_slice(tmp_path: Path):
     path = tmp_path / "g.yaml"
-    path.write_text("- {name: a, metric: hit@1, regime: dense, comparison: floor,"
-                    " severity: warning, threshold: 0.5, description: '  why  '}\n")
+    path.write_text(
+        "- {name: a, metric: hit@1, regime: dense, comparison: floor,"
+        " severity: warning, threshold: 0.5, description: '  why  '}\n"
+    )
     [gate] = load_gates(path)
     assert gate.slice == "overall" and gate.description == "why" and gate.tolerance is None

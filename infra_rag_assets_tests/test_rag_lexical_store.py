@@ -138,18 +138,14 @@ def _ids(hits: list[tuple[str, float]]) -> list[str]:
         ("relabel_configs", "prom-relabel"),
     ],
 )
-def test_queries_rank_the_right_doc_first(
-    searcher: LexicalSearcher, query: str, expected: str
-) -> None:
+def test_queries_rank_the_right_doc_first(searcher: LexicalSearcher, query: str, expected: str) -> None:
     hits = searcher.search(query, 5)
     assert _ids(hits)[0] == expected, hits
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "the and of", "!!! ---"])
-def test_empty_or_stopword_only_query_returns_nothing(
-    searcher: LexicalSearcher, query: str
-) -> None:
+def test_empty_or_stopword_only_query_returns_nothing(searcher: LexicalSearcher, query: str) -> None:
     assert searcher.search(query, 10) == []
 
 
@@ -184,9 +180,7 @@ def _matches(doc: LexicalDoc, query: str, filters: dict) -> bool:
     ],
 )
 @pytest.mark.parametrize("query", ["configuration resource", "kubernetes pods set", "maxSurge"])
-def test_filters_apply_before_ranking(
-    searcher: LexicalSearcher, query: str, filters: dict
-) -> None:
+def test_filters_apply_before_ranking(searcher: LexicalSearcher, query: str, filters: dict) -> None:
     expected = {d.chunk_id for d in CORPUS if _matches(d, query, filters)}
     by_id = {d.chunk_id: d for d in CORPUS}
     for k in (1, 2, 3, 50):
@@ -218,8 +212,15 @@ def test_unknown_filter_or_boost_is_rejected(searcher: LexicalSearcher) -> None:
 def test_title_boost_outranks_body_only_hit(tmp_path: Path) -> None:
     filler = "Pods run containers on nodes in the cluster. " * 3
     docs = [
-        _doc("body-only", K8S, "web", "concept", title="Workloads", section="Workloads",
-             text=filler + "A rollback restores it."),
+        _doc(
+            "body-only",
+            K8S,
+            "web",
+            "concept",
+            title="Workloads",
+            section="Workloads",
+            text=filler + "A rollback restores it.",
+        ),
         _doc("title-hit", K8S, "web", "task", title="Rollback", section="Tasks", text=filler),
     ]
     build_index(tmp_path / "lex", docs)
@@ -234,8 +235,18 @@ def test_title_boost_outranks_body_only_hit(tmp_path: Path) -> None:
 def test_equal_scores_rank_in_build_order_every_build(tmp_path: Path) -> None:
     """Identical chunks (equal BM25 scores) come back in the order they were indexed, in every
     build: a release's lexical ties must not depend on how indexing threads split the work."""
-    docs = [_doc(f"twin-{i:03d}", K8S, "web", "concept", title="Twins", section="Twins",
-                 text="A rollback restores the previous revision of the workload.") for i in range(300)]
+    docs = [
+        _doc(
+            f"twin-{i:03d}",
+            K8S,
+            "web",
+            "concept",
+            title="Twins",
+            section="Twins",
+            text="A rollback restores the previous revision of the workload.",
+        )
+        for i in range(300)
+    ]
     expected = [d.chunk_id for d in docs][:120]
     for build in range(3):
         build_index(tmp_path / f"lex-{build}", docs)

@@ -24,8 +24,14 @@ LOG2_4 = 2.0
 
 
 def row(rank, *, abstained=False, should_abstain=False, latency_ms=10.0, support=None, ndcg=None):
-    return {"rank": rank, "abstained": abstained, "should_abstain": should_abstain,
-            "latency_ms": latency_ms, "support": support, "ndcg": ndcg}
+    return {
+        "rank": rank,
+        "abstained": abstained,
+        "should_abstain": should_abstain,
+        "latency_ms": latency_ms,
+        "support": support,
+        "ndcg": ndcg,
+    }
 
 
 # --- rank ----------------------------------------------------------------------------------
@@ -175,8 +181,7 @@ def test_summarize_without_ndcg_or_latency():
 
 
 def test_summarize_by_slice():
-    rows = [dict(row(1), category="argocd"), dict(row(None), category="argocd"),
-            dict(row(4), category="prometheus")]
+    rows = [dict(row(1), category="argocd"), dict(row(None), category="argocd"), dict(row(4), category="prometheus")]
     out = summarize(rows, by="category")
     assert [s["slice"] for s in out] == ["category=argocd", "category=prometheus"]
     argocd, prometheus = out

@@ -21,8 +21,9 @@ def test_page_terms_by_hand():
     fused = [("a1", 0.9), ("b1", 0.8), ("a2", 0.1), ("c1", 0.05)]
     page_lexical = [("B", 10.0), ("C", 6.0), ("A", 2.0)]  # -> B 1.0, C 0.5, A 0.0
     dense = [("a2", 0.7), ("b1", 0.5), ("a1", 0.3)]  # page best: A 0.7, B 0.5 -> A 1.0, B 0.0
-    out = dict(add_page_terms(fused, PAGE, page_lexical=page_lexical, page_weight=0.5,
-                              dense=dense, page_dense_weight=0.2))
+    out = dict(
+        add_page_terms(fused, PAGE, page_lexical=page_lexical, page_weight=0.5, dense=dense, page_dense_weight=0.2)
+    )
     assert out == pytest.approx({"a1": 0.9 + 0.2, "b1": 0.8 + 0.5, "a2": 0.1 + 0.2, "c1": 0.05 + 0.25})
     ranked = [c for c, _ in add_page_terms(fused, PAGE, page_lexical=page_lexical, page_weight=0.5)]
     assert ranked == ["b1", "a1", "c1", "a2"]
@@ -74,15 +75,21 @@ def test_page_index_has_one_document_per_page(index):
 def test_hybrid_page_uses_the_page_index_and_caps_pages(index):
     store, version, catalog, embedder = index
     config = NAMED_CONFIGS["hybrid-page"]
-    result = open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder,
-                            config).search(QUESTION, k=6)
+    result = open_retriever(
+        store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, config
+    ).search(QUESTION, k=6)
     assert not result.degraded and result.timings_ms["page"] > 0
     assert result.hits[0].doc_id == "kubernetes:concepts_workloads_controllers_deployment"
     pages = [h.doc_id for h in result.hits]
     head = pages[: len(set(pages)) * config.max_per_page]
     assert all(head.count(p) <= config.max_per_page for p in set(head))
-    plain = open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder,
-                           NAMED_CONFIGS["hybrid-weighted"]).search(QUESTION, k=6)
+    plain = open_retriever(
+        store.data_home().vectors_uri(),
+        store.data_home().version(version).tantivy,
+        catalog,
+        embedder,
+        NAMED_CONFIGS["hybrid-weighted"],
+    ).search(QUESTION, k=6)
     assert [h.score for h in result.hits] != [h.score for h in plain.hits]  # the page terms were added
 
 
@@ -91,6 +98,7 @@ def test_version_without_page_index_degrades_instead_of_failing(index, tmp_path)
     store, version, catalog, embedder = index
     chunk_dir = tmp_path / version
     shutil.copytree(store.data_home().version(version).tantivy, chunk_dir)  # chunk index only, no sibling .pages
-    result = open_retriever(store.data_home().vectors_uri(), chunk_dir, catalog, embedder,
-                            NAMED_CONFIGS["hybrid-page"], version=version).search(QUESTION, k=5)
+    result = open_retriever(
+        store.data_home().vectors_uri(), chunk_dir, catalog, embedder, NAMED_CONFIGS["hybrid-page"], version=version
+    ).search(QUESTION, k=5)
     assert result.degraded and "no page index" in result.degraded_reason and len(result.hits) == 5

@@ -19,10 +19,10 @@ def test_centroids_by_hand():
     pv = PageVectors.from_chunks(["a1", "a2", "b1", "orphan"], vectors, PAGE_OF)
     assert pv.pages == ("page-a", "page-b")  # the chunk without a page is skipped
     assert pv.matrix.dtype == np.float32
-    np.testing.assert_allclose(pv.matrix[0], [2 ** -0.5, 2 ** -0.5, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(pv.matrix[0], [2**-0.5, 2**-0.5, 0.0], rtol=1e-6)
     np.testing.assert_allclose(pv.matrix[1], [0.0, 0.0, 1.0], rtol=1e-6)
     cos = pv.cosines(np.array([1.0, 0.0, 0.0]) * 4)  # the query's length does not matter
-    assert cos["page-a"] == pytest.approx(2 ** -0.5) and cos["page-b"] == pytest.approx(0.0)
+    assert cos["page-a"] == pytest.approx(2**-0.5) and cos["page-b"] == pytest.approx(0.0)
 
 
 def test_no_chunks_no_pages():

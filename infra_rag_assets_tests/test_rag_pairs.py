@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from infra_rag_assets.rag.index.pairs import (
+from infra_rag_assets.rag.adapt.pairs import (
     DocPair,
     balanced_sample,
     defined_identifiers,
@@ -22,22 +22,45 @@ pytestmark = pytest.mark.unit
 BODY = "The controller keeps the desired number of replicas running and replaces failed ones quickly."
 
 
-def _row(doc: str, ordinal: int, section: str, text: str, *, title: str, kind: str = "concept",
-         project: str = "kubernetes") -> dict:
-    return {"chunk_id": f"{doc}#{ordinal}", "doc_id": doc, "project": project, "title": title,
-            "section_path": section, "page_kind": kind, "ordinal": ordinal, "text": text}
+def _row(
+    doc: str, ordinal: int, section: str, text: str, *, title: str, kind: str = "concept", project: str = "kubernetes"
+) -> dict:
+    return {
+        "chunk_id": f"{doc}#{ordinal}",
+        "doc_id": doc,
+        "project": project,
+        "title": title,
+        "section_path": section,
+        "page_kind": kind,
+        "ordinal": ordinal,
+        "text": text,
+    }
 
 
 def _page(doc: str, title: str, kind: str = "concept", project: str = "kubernetes") -> list[dict]:
     return [
         _row(doc, 0, title, f"# {title}", title=title, kind=kind, project=project),  # heading only
         _row(doc, 1, title, BODY, title=title, kind=kind, project=project),
-        _row(doc, 2, f"{title} › Scaling a {title}", f"## Scaling a {title}\n\n{BODY}", title=title, kind=kind,
-             project=project),
+        _row(
+            doc,
+            2,
+            f"{title} › Scaling a {title}",
+            f"## Scaling a {title}\n\n{BODY}",
+            title=title,
+            kind=kind,
+            project=project,
+        ),
         _row(doc, 3, f"{title} › What's next", f"## What's next\n\n{BODY}", title=title, kind=kind, project=project),
-        _row(doc, 4, f"{title} › Fields", f"- **spec.minReadySeconds** (int32)\n\n  {BODY}\n"
-             f"| --goaway-chance | fraction of requests sent a GOAWAY |\n  apiVersion: apps/v1",
-             title=title, kind=kind, project=project),
+        _row(
+            doc,
+            4,
+            f"{title} › Fields",
+            f"- **spec.minReadySeconds** (int32)\n\n  {BODY}\n"
+            f"| --goaway-chance | fraction of requests sent a GOAWAY |\n  apiVersion: apps/v1",
+            title=title,
+            kind=kind,
+            project=project,
+        ),
     ]
 
 
@@ -91,17 +114,29 @@ def test_task_titles_and_headings_become_how_to_questions():
 
 
 def test_description_queries():
-    assert description_query("This page explains how to configure DNS for a cluster.") == \
-        "how to configure DNS for a cluster"
-    assert description_query("PersistentVolumeClaim is a user's request for storage.") == \
-        "PersistentVolumeClaim is a user's request for storage"
+    assert (
+        description_query("This page explains how to configure DNS for a cluster.")
+        == "how to configure DNS for a cluster"
+    )
+    assert (
+        description_query("PersistentVolumeClaim is a user's request for storage.")
+        == "PersistentVolumeClaim is a user's request for storage"
+    )
     assert description_query("Short one") == "" and description_query("") == ""
 
 
 def test_defined_identifiers_are_at_line_starts_and_look_like_identifiers():
-    rows = [_row("k:x", 0, "X", "- **spec.replicas** (int32)\n| `argocd.argoproj.io/sync-wave` | order |\n"
-                 "  [ scrape_interval: <duration> ]\n--goaway-chance float\nSee https://example.com/a/b for more.\n"
-                 "Use the maxSurge field to bound extra pods.\n- v1.2.3\n| docs/index.md | page |", title="X")]
+    rows = [
+        _row(
+            "k:x",
+            0,
+            "X",
+            "- **spec.replicas** (int32)\n| `argocd.argoproj.io/sync-wave` | order |\n"
+            "  [ scrape_interval: <duration> ]\n--goaway-chance float\nSee https://example.com/a/b for more.\n"
+            "Use the maxSurge field to bound extra pods.\n- v1.2.3\n| docs/index.md | page |",
+            title="X",
+        )
+    ]
     found = [i for i, _ in defined_identifiers(rows)]
     assert found == ["spec.replicas", "argocd.argoproj.io/sync-wave", "scrape_interval", "--goaway-chance"]
 

@@ -31,8 +31,7 @@ def _trafilatura_problem() -> str | None:
     return None
 
 
-needs_trafilatura = pytest.mark.skipif(_trafilatura_problem() is not None,
-                                       reason=_trafilatura_problem() or "")
+needs_trafilatura = pytest.mark.skipif(_trafilatura_problem() is not None, reason=_trafilatura_problem() or "")
 
 # Site chrome in the shape of kubernetes.io (Docsy): top menu, sidebar, breadcrumbs, footer.
 CHROME = """<!doctype html>
@@ -107,15 +106,21 @@ def test_article_keeps_main_content_and_sections():
     assert by_heading["Services in Kubernetes"].anchor == "services-in-kubernetes"
     assert by_heading["Services in Kubernetes"].level == 2
     assert by_heading["Cloud-native service discovery"].path == (
-        "Service", "Services in Kubernetes", "Cloud-native service discovery")
+        "Service",
+        "Services in Kubernetes",
+        "Cloud-native service discovery",
+    )
     defining = by_heading["Defining a Service"]
-    assert doc.text[defining.start:defining.end].rstrip().endswith("| SCTP | yes |")
+    assert doc.text[defining.start : defining.end].rstrip().endswith("| SCTP | yes |")
 
 
 @needs_trafilatura
 def test_title_falls_back_to_h1_then_path():
-    html = (b"<html><body><article><h1>Ingress</h1><p>" + b"Ingress exposes HTTP routes. " * 5
-            + b"</p></article></body></html>")
+    html = (
+        b"<html><body><article><h1>Ingress</h1><p>"
+        + b"Ingress exposes HTTP routes. " * 5
+        + b"</p></article></body></html>"
+    )
     assert parse_html(html, path="site/ingress.html").title == "Ingress"
     bare = b"<html><body><p>" + b"Plain words without any heading at all. " * 5 + b"</p></body></html>"
     doc = parse_html(bare, path="concepts/network_policies.html")
@@ -123,13 +128,17 @@ def test_title_falls_back_to_h1_then_path():
 
 
 @needs_trafilatura
-@pytest.mark.parametrize("html", [
-    b"<html><head><title>Docs</title></head><body><nav><ul><li><a href='/a'>Home</a></li>"
-    b"<li><a href='/b'>Concepts</a></li><li><a href='/c'>Tasks</a></li></ul></nav></body></html>",
-    b"<html><body><ul><li><a href='/a'>Home</a></li><li><a href='/b'>Blog</a></li></ul>"
-    b"<footer>Copyright 2024 The Authors, all rights reserved</footer></body></html>",
-    page("<nav><ul><li><a href='/docs/a'>Page A</a></li><li><a href='/docs/b'>Page B</a></li></ul></nav>"),
-], ids=["nav-element", "bare-link-list", "site-chrome-around-a-menu"])
+@pytest.mark.parametrize(
+    "html",
+    [
+        b"<html><head><title>Docs</title></head><body><nav><ul><li><a href='/a'>Home</a></li>"
+        b"<li><a href='/b'>Concepts</a></li><li><a href='/c'>Tasks</a></li></ul></nav></body></html>",
+        b"<html><body><ul><li><a href='/a'>Home</a></li><li><a href='/b'>Blog</a></li></ul>"
+        b"<footer>Copyright 2024 The Authors, all rights reserved</footer></body></html>",
+        page("<nav><ul><li><a href='/docs/a'>Page A</a></li><li><a href='/docs/b'>Page B</a></li></ul></nav>"),
+    ],
+    ids=["nav-element", "bare-link-list", "site-chrome-around-a-menu"],
+)
 def test_navigation_only_page_is_no_content(html):
     doc = parse_html(html, url="https://kubernetes.io/docs/")
     assert doc.status == STATUS_NO_CONTENT
@@ -165,12 +174,20 @@ def test_twenty_megabyte_page_is_refused_fast(tmp_path):
     assert doc.status == STATUS_TOO_LARGE and "limit" in doc.reason
 
 
-@pytest.mark.parametrize("raw", [
-    b"\x00\x01\x02\x03binary", b"<html", b"</html>", b"<html><body></body></html>",
-    b"<p>caf\xe9 \xff\xfe invalid utf-8 bytes in an otherwise readable sentence</p>",
-    b"<html><body><h1></h1><h2>   </h2></body></html>", b"<!-- only a comment -->",
-    b"<div>" * 5000, "<p>\u00e9\u2028 unicode text with several words here</p>".encode(),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\x00\x01\x02\x03binary",
+        b"<html",
+        b"</html>",
+        b"<html><body></body></html>",
+        b"<p>caf\xe9 \xff\xfe invalid utf-8 bytes in an otherwise readable sentence</p>",
+        b"<html><body><h1></h1><h2>   </h2></body></html>",
+        b"<!-- only a comment -->",
+        b"<div>" * 5000,
+        "<p>\u00e9\u2028 unicode text with several words here</p>".encode(),
+    ],
+)
 def test_never_raises_on_odd_input(raw):
     doc = parse_html(raw, path="odd.html")
     assert doc.status in {STATUS_OK, STATUS_NO_CONTENT, STATUS_ERROR}

@@ -102,8 +102,7 @@ def test_shortcodes_links_and_anchors_are_rendered_as_reader_text():
 def test_code_fence_comments_are_not_headings():
     doc = parse(ENDPOINT_SLICES)
     assert "# an EndpointSlice manifest" in doc.text
-    assert [s.heading for s in doc.sections] == [
-        "EndpointSlices", "EndpointSlice API", "Address types", "What's next"]
+    assert [s.heading for s in doc.sections] == ["EndpointSlices", "EndpointSlice API", "Address types", "What's next"]
     tilde = parse("# Title\n\n~~~shell\n# not a heading\n## nor this\n~~~\n\n## Real\n\ntext\n")
     assert [s.heading for s in tilde.sections] == ["Title", "Real"]
 
@@ -111,29 +110,36 @@ def test_code_fence_comments_are_not_headings():
 @pytest.mark.unit
 def test_section_spans_nest_and_end_at_next_same_level_heading():
     doc = parse(ENDPOINT_SLICES)
-    api, types, nxt = (next(s for s in doc.sections if s.heading == h)
-                       for h in ("EndpointSlice API", "Address types", "What's next"))
-    assert doc.text[api.start:].startswith("## EndpointSlice API\n")
+    api, types, nxt = (
+        next(s for s in doc.sections if s.heading == h) for h in ("EndpointSlice API", "Address types", "What's next")
+    )
+    assert doc.text[api.start :].startswith("## EndpointSlice API\n")
     assert api.end == nxt.start and types.end == nxt.start
     assert types.path == ("EndpointSlices", "EndpointSlice API", "Address types")
     assert doc.sections[0].start == 0 and doc.sections[0].end == len(doc.text)
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("source, expected", [
-    ("{{< note >}}\nUse a Secret.\n{{< /note >}}", "Note:\nUse a Secret."),
-    ("{{<note>}}Inline note.{{</note>}}", "Note:Inline note."),
-    ("{{< caution >}}\nBe careful.\n{{< /caution >}}", "Caution:\nBe careful."),
-    ('{{< tabs name="k8s_install" >}}\n{{% tab name="Ubuntu" %}}\n'
-     'apt-get install\n{{% /tab %}}\n{{< /tabs >}}',
-     "Ubuntu\napt-get install"),
-    ('{{< table caption="Configuration parameters" >}}\nParameter | Default\n{{< /table >}}',
-     "Configuration parameters\nParameter | Default"),
-    ('a {{<glossary_tooltip text="Pods" term_id="pod">}} runs', "a Pods runs"),
-    ('see [pretty]({{< ref "../common-parameters/common-parameters#pretty" >}}) here', "see pretty here"),
-    ('{{< comment >}}\nhidden\n{{< /comment >}}\nshown', "shown"),
-    ('v{{< skew currentVersion >}} and {{< include "task-tutorial-prereqs.md" >}}.', "v<version> and ."),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("{{< note >}}\nUse a Secret.\n{{< /note >}}", "Note:\nUse a Secret."),
+        ("{{<note>}}Inline note.{{</note>}}", "Note:Inline note."),
+        ("{{< caution >}}\nBe careful.\n{{< /caution >}}", "Caution:\nBe careful."),
+        (
+            '{{< tabs name="k8s_install" >}}\n{{% tab name="Ubuntu" %}}\napt-get install\n{{% /tab %}}\n{{< /tabs >}}',
+            "Ubuntu\napt-get install",
+        ),
+        (
+            '{{< table caption="Configuration parameters" >}}\nParameter | Default\n{{< /table >}}',
+            "Configuration parameters\nParameter | Default",
+        ),
+        ('a {{<glossary_tooltip text="Pods" term_id="pod">}} runs', "a Pods runs"),
+        ('see [pretty]({{< ref "../common-parameters/common-parameters#pretty" >}}) here', "see pretty here"),
+        ("{{< comment >}}\nhidden\n{{< /comment >}}\nshown", "shown"),
+        ('v{{< skew currentVersion >}} and {{< include "task-tutorial-prereqs.md" >}}.', "v<version> and ."),
+    ],
+)
 def test_shortcode_rendering(source, expected):
     doc = parse(f"---\ntitle: T\n---\n{source}\n")
     body = doc.text.split("\n\n", 1)[1].strip()
@@ -142,7 +148,7 @@ def test_shortcode_rendering(source, expected):
 
 @pytest.mark.unit
 def test_escaped_and_unclosed_shortcodes_leave_no_delimiters():
-    doc = parse('Use `{{</* note */>}}` here.\n\nBroken {{< note\n\nrest %}} end\n')
+    doc = parse("Use `{{</* note */>}}` here.\n\nBroken {{< note\n\nrest %}} end\n")
     assert "{{<" not in doc.text and "{{%" not in doc.text
     assert "Use `[note]` here." in doc.text
 
@@ -157,8 +163,7 @@ def test_index_page_with_only_a_description_is_ok():
 
 @pytest.mark.unit
 def test_title_only_page_is_no_content():
-    doc = parse("---\ntitle: Command Line\nsort_rank: 9\n---\n",
-                path="prometheus/server/command-line/index.md")
+    doc = parse("---\ntitle: Command Line\nsort_rank: 9\n---\n", path="prometheus/server/command-line/index.md")
     assert doc.status == STATUS_NO_CONTENT and doc.reason
     assert doc.title == "Command Line"
 
@@ -166,8 +171,10 @@ def test_title_only_page_is_no_content():
 @pytest.mark.unit
 def test_malformed_front_matter_is_stripped_and_reported():
     # From argocd/proposals/headless-argocd.md: the indentation is invalid YAML.
-    source = ('---\ntitle: Neat-enhancement-idea\nauthors:\n- "@alexmt"\n  sponsors:\n- TBD\n---\n'
-              "# Neat Enhancement Idea\n\nSupport disabling multi-tenancy features.\n")
+    source = (
+        '---\ntitle: Neat-enhancement-idea\nauthors:\n- "@alexmt"\n  sponsors:\n- TBD\n---\n'
+        "# Neat Enhancement Idea\n\nSupport disabling multi-tenancy features.\n"
+    )
     doc = parse(source, path="argocd/proposals/headless-argocd.md")
     assert doc.status == STATUS_OK
     assert "malformed front matter" in doc.reason
@@ -178,11 +185,15 @@ def test_malformed_front_matter_is_stripped_and_reported():
 
 @pytest.mark.unit
 def test_no_front_matter_takes_first_h1_or_file_name():
-    argo = parse("# Orphaned Resources Monitoring\n\nAn orphaned resource is ...\n",
-                 path="argocd/user-guide/orphaned-resources.md")
+    argo = parse(
+        "# Orphaned Resources Monitoring\n\nAn orphaned resource is ...\n",
+        path="argocd/user-guide/orphaned-resources.md",
+    )
     assert argo.title == "Orphaned Resources Monitoring" and argo.text.startswith("# Orphaned")
-    kubeadm = parse("<!--\ngenerated\n-->\n\nPull images used by kubeadm\n\n### Synopsis\n\ntext\n",
-                    path="kubernetes/reference/setup-tools/kubeadm/generated/kubeadm_config_images_pull.md")
+    kubeadm = parse(
+        "<!--\ngenerated\n-->\n\nPull images used by kubeadm\n\n### Synopsis\n\ntext\n",
+        path="kubernetes/reference/setup-tools/kubeadm/generated/kubeadm_config_images_pull.md",
+    )
     assert kubeadm.title == "Kubeadm config images pull"
     assert kubeadm.text.startswith("# Kubeadm config images pull\n\nPull images")
     assert kubeadm.page_kind == "reference"
@@ -191,9 +202,11 @@ def test_no_front_matter_takes_first_h1_or_file_name():
 @pytest.mark.unit
 def test_raw_html_pre_block_is_code_not_headings():
     # Shape of kubernetes/reference/config-api/kubeadm-config.v1beta3.md (Chroma-highlighted YAML).
-    doc = parse('# Config\n\n<div class="highlight"><pre tabindex="0"><code class="language-yaml">'
-                '<span style="color:#000">etcd</span>:\n<span style="color:#998"># one of local or external</span>\n'
-                '  local: {}</code></pre></div>\n\n<label class="metric_detail">Type:</label> Counter\n')
+    doc = parse(
+        '# Config\n\n<div class="highlight"><pre tabindex="0"><code class="language-yaml">'
+        '<span style="color:#000">etcd</span>:\n<span style="color:#998"># one of local or external</span>\n'
+        '  local: {}</code></pre></div>\n\n<label class="metric_detail">Type:</label> Counter\n'
+    )
     assert [s.heading for s in doc.sections] == ["Config"]
     assert "```\netcd:\n# one of local or external\n  local: {}\n```" in doc.text
     assert "Type: Counter" in doc.text and "<label" not in doc.text
@@ -201,17 +214,20 @@ def test_raw_html_pre_block_is_code_not_headings():
 
 @pytest.mark.unit
 def test_mkdocs_admonition_keeps_text_without_marker():
-    doc = parse('# Hydrator\n\n!!! note "Feature Parity"\n'
-                "    The source hydrator supports the same options.\n\n## Next\n\nx\n")
+    doc = parse(
+        '# Hydrator\n\n!!! note "Feature Parity"\n    The source hydrator supports the same options.\n\n## Next\n\nx\n'
+    )
     assert "!!!" not in doc.text
     assert "Note: Feature Parity\nThe source hydrator supports the same options." in doc.text
 
 
 @pytest.mark.unit
 def test_links_images_html_and_blank_lines_are_cleaned():
-    doc = parse("# T\n\n![pencil icon](/images/pencil.png) and "
-                "[a `kubectl` link](https://x.io/a_(b)).\n\n\n\n\n"
-                "<table><tr><td>--config string</td></tr></table>\n\nUse `<table>` and &lt;pod-name&gt;.\n")
+    doc = parse(
+        "# T\n\n![pencil icon](/images/pencil.png) and "
+        "[a `kubectl` link](https://x.io/a_(b)).\n\n\n\n\n"
+        "<table><tr><td>--config string</td></tr></table>\n\nUse `<table>` and &lt;pod-name&gt;.\n"
+    )
     assert "pencil icon and a `kubectl` link." in doc.text
     assert "<td>" not in doc.text and "--config string" in doc.text
     assert "Use `<table>` and <pod-name>." in doc.text
@@ -243,10 +259,19 @@ def test_invalid_utf8_falls_back_and_says_so():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("raw", [
-    b"---\n", b"---\ntitle: [unclosed\n---\n", b"```\n# open fence never closed\n", b"\x00\x01binary",
-    b"{{< note\n" * 1000, b"#\n##\n###### \n", "\u00e9\u2028\u0085 x".encode(), b"---\n- a list\n---\nbody\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"---\n",
+        b"---\ntitle: [unclosed\n---\n",
+        b"```\n# open fence never closed\n",
+        b"\x00\x01binary",
+        b"{{< note\n" * 1000,
+        b"#\n##\n###### \n",
+        "\u00e9\u2028\u0085 x".encode(),
+        b"---\n- a list\n---\nbody\n",
+    ],
+)
 def test_never_raises_on_odd_input(raw):
     doc = parse_markdown(raw, path="odd.md")
     assert doc.status in {STATUS_OK, STATUS_NO_CONTENT, STATUS_ERROR}
@@ -254,13 +279,19 @@ def test_never_raises_on_odd_input(raw):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("content_type, path, kind", [
-    ("tool-reference", "", "reference"), ('api_reference', "", "reference"), ("task ", "", "task"),
-    ("", "kubernetes/reference/glossary/pod.md", "glossary"),
-    ("", "argocd/user-guide/commands/argocd_app.md", "reference"),
-    ("", "argocd/operator-manual/upgrading/2.14-3.0.md", "upgrade"),
-    ("custom", "kubernetes/tutorials/hello.md", "tutorial"), ("", "argocd/faq.md", "guide"),
-])
+@pytest.mark.parametrize(
+    "content_type, path, kind",
+    [
+        ("tool-reference", "", "reference"),
+        ("api_reference", "", "reference"),
+        ("task ", "", "task"),
+        ("", "kubernetes/reference/glossary/pod.md", "glossary"),
+        ("", "argocd/user-guide/commands/argocd_app.md", "reference"),
+        ("", "argocd/operator-manual/upgrading/2.14-3.0.md", "upgrade"),
+        ("custom", "kubernetes/tutorials/hello.md", "tutorial"),
+        ("", "argocd/faq.md", "guide"),
+    ],
+)
 def test_page_kind(content_type, path, kind):
     assert page_kind(content_type, path) == kind
 
@@ -282,7 +313,7 @@ def test_real_endpoint_slices_page():
     assert doc.status == STATUS_OK and doc.title == "EndpointSlices" and check_spans(doc) == []
     anchors = {s.heading: s.anchor for s in doc.sections}
     assert anchors["EndpointSlice API"] == "endpointslice-resource"
-    assert all(doc.text[s.heading_start:s.heading_end] == s.heading for s in doc.sections)
+    assert all(doc.text[s.heading_start : s.heading_end] == s.heading for s in doc.sections)
 
 
 @pytest.mark.slow

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from infra_rag_assets.rag.search.ranker import FitSettings, Ranker, fit, rank_chunks
-from infra_rag_assets.rag.search.ranker_features import (
+from infra_rag_assets.rag.search.ranking.features import (
     FEATURE_NAMES,
     GROUPS,
     for_contributors,
@@ -16,21 +15,44 @@ from infra_rag_assets.rag.search.ranker_features import (
     page_candidates,
     page_type,
 )
+from infra_rag_assets.rag.search.ranking.ranker import FitSettings, Ranker, fit, rank_chunks
 
 CATALOG = {
-    "c1": {"doc_id": "k:concepts_scheduling_pod-priority", "title": "Pod Priority and Preemption",
-           "section_path": "Pod Priority and Preemption › PriorityClass", "page_kind": "concept",
-           "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/"},
-    "c2": {"doc_id": "k:concepts_scheduling_pod-priority", "title": "Pod Priority and Preemption",
-           "section_path": "Pod Priority and Preemption › Preemption", "page_kind": "concept",
-           "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/"},
-    "r1": {"doc_id": "k:reference_kubernetes-api_priority-class-v1", "title": "PriorityClass",
-           "section_path": "PriorityClass", "page_kind": "reference",
-           "url": "https://kubernetes.io/docs/reference/kubernetes-api/priority-class-v1/"},
-    "g1": {"doc_id": "k:reference_glossary_priority", "title": "Pod Priority", "section_path": "Pod Priority",
-           "page_kind": "glossary", "url": "https://kubernetes.io/docs/reference/glossary/"},
-    "p1": {"doc_id": "k:concepts_scheduling", "title": "Scheduling", "section_path": "Scheduling",
-           "page_kind": "concept", "url": "https://kubernetes.io/docs/concepts/scheduling/"},
+    "c1": {
+        "doc_id": "k:concepts_scheduling_pod-priority",
+        "title": "Pod Priority and Preemption",
+        "section_path": "Pod Priority and Preemption › PriorityClass",
+        "page_kind": "concept",
+        "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/",
+    },
+    "c2": {
+        "doc_id": "k:concepts_scheduling_pod-priority",
+        "title": "Pod Priority and Preemption",
+        "section_path": "Pod Priority and Preemption › Preemption",
+        "page_kind": "concept",
+        "url": "https://kubernetes.io/docs/concepts/scheduling/pod-priority/",
+    },
+    "r1": {
+        "doc_id": "k:reference_kubernetes-api_priority-class-v1",
+        "title": "PriorityClass",
+        "section_path": "PriorityClass",
+        "page_kind": "reference",
+        "url": "https://kubernetes.io/docs/reference/kubernetes-api/priority-class-v1/",
+    },
+    "g1": {
+        "doc_id": "k:reference_glossary_priority",
+        "title": "Pod Priority",
+        "section_path": "Pod Priority",
+        "page_kind": "glossary",
+        "url": "https://kubernetes.io/docs/reference/glossary/",
+    },
+    "p1": {
+        "doc_id": "k:concepts_scheduling",
+        "title": "Scheduling",
+        "section_path": "Scheduling",
+        "page_kind": "concept",
+        "url": "https://kubernetes.io/docs/concepts/scheduling/",
+    },
 }
 DENSE = [("r1", 0.8), ("c1", 0.7), ("g1", 0.6), ("p1", 0.5)]
 LEXICAL = [("c2", 12.0), ("r1", 10.0), ("c1", 4.0)]
@@ -74,9 +96,15 @@ def test_pages_for_contributors_across_projects():
 @pytest.mark.unit
 def test_features_by_hand():
     cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG)
-    concept, api, glossary, parent = (cands.pages.index(p) for p in (
-        "k:concepts_scheduling_pod-priority", "k:reference_kubernetes-api_priority-class-v1",
-        "k:reference_glossary_priority", "k:concepts_scheduling"))
+    concept, api, glossary, parent = (
+        cands.pages.index(p)
+        for p in (
+            "k:concepts_scheduling_pod-priority",
+            "k:reference_kubernetes-api_priority-class-v1",
+            "k:reference_glossary_priority",
+            "k:concepts_scheduling",
+        )
+    )
     x = cands.features
     assert x.shape == (4, len(FEATURE_NAMES))
     assert set(cands.chunks[cands.pages[concept]]) == {"c1", "c2"}
@@ -94,8 +122,11 @@ def test_features_by_hand():
 
 @pytest.mark.unit
 def test_centroid_features_by_hand():
-    cosines = {"k:concepts_scheduling_pod-priority": 0.9, "k:reference_kubernetes-api_priority-class-v1": 0.5,
-               "k:reference_glossary_priority": 0.3}  # the parent page has no vector: cosine 0
+    cosines = {
+        "k:concepts_scheduling_pod-priority": 0.9,
+        "k:reference_kubernetes-api_priority-class-v1": 0.5,
+        "k:reference_glossary_priority": 0.3,
+    }  # the parent page has no vector: cosine 0
     cands = page_candidates(QUESTION, DENSE, LEXICAL, PAGES, CATALOG, page_cosines=cosines)
     x = {page: dict(zip(FEATURE_NAMES, row)) for page, row in zip(cands.pages, cands.features)}
     concept, api = x["k:concepts_scheduling_pod-priority"], x["k:reference_kubernetes-api_priority-class-v1"]
@@ -148,12 +179,14 @@ def test_fit_learns_the_signal_deterministically(loss):
 def test_listwise_gradient_matches_its_loss():
     """The listwise loss's analytic gradient against central differences (two relevant pages in
     one question, a question without a relevant page that must be left out)."""
-    from infra_rag_assets.rag.search.ranker import _Listwise
+    from infra_rag_assets.rag.search.ranking.ranker import _Listwise
 
     rng = np.random.default_rng(3)
-    groups = [(rng.normal(size=(6, 4)), np.array([0, 1, 0, 0, 0, 0.0])),
-              (rng.normal(size=(5, 4)), np.array([1, 0, 0, 1, 0.0])),
-              (rng.normal(size=(4, 4)), np.zeros(4))]
+    groups = [
+        (rng.normal(size=(6, 4)), np.array([0, 1, 0, 0, 0, 0.0])),
+        (rng.normal(size=(5, 4)), np.array([1, 0, 0, 1, 0.0])),
+        (rng.normal(size=(4, 4)), np.zeros(4)),
+    ]
     objective, w = _Listwise(groups), rng.normal(size=4)
     assert objective.meta == {"candidates": 11, "questions_used": 2}
     numeric = [(objective.loss(w + e) - objective.loss(w - e)) / 2e-6 for e in np.eye(4) * 1e-6]
@@ -222,8 +255,12 @@ def test_learned_fusion_through_the_retriever(built_index, tmp_path):
     page = NAMED_CONFIGS["hybrid-page"]
     learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(path))
     question = "How do I roll back a Deployment to a previous revision?"
-    runs = [open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, c)
-            .search(question, k=6) for c in (page, learned)]
+    runs = [
+        open_retriever(
+            store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, c
+        ).search(question, k=6)
+        for c in (page, learned)
+    ]
     assert not runs[1].degraded and runs[1].timings_ms["page"] > 0
     pages = [page_ranking(h.doc_id for h in run.hits) for run in runs]
     assert pages[1][:3] == pages[0][:3]
@@ -256,8 +293,11 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     page = NAMED_CONFIGS["hybrid-page"]
     learned = dataclasses.replace(page, name="learned", fusion="learned", ranker=str(tmp_path / "ranker.json"))
     question = "How does Prometheus discover scrape targets?"
-    open_one = lambda config: open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy,  # noqa: E731
-                                             catalog, embedder, config)
+
+    def open_one(config):
+        home = store.data_home()
+        return open_retriever(home.vectors_uri(), home.version(version).tantivy, catalog, embedder, config)
+
     baseline, blind = open_one(page).search(question, k=6), open_one(learned).search(question, k=6)
     assert blind.degraded and "page vectors" in blind.degraded_reason
     assert [h.chunk_id for h in blind.hits] == [h.chunk_id for h in baseline.hits]
@@ -274,8 +314,8 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
 
 @pytest.mark.unit
 def test_shipped_base_model_ranker_loads():
-    from infra_rag_assets.rag.search.ranker import load_ranker
-    from infra_rag_assets.rag.search.retrieval_config import LEARNED_RANKER, NAMED_CONFIGS, VERSION_RANKER
+    from infra_rag_assets.rag.search.ranking.ranker import load_ranker
+    from infra_rag_assets.rag.search.retrieval_settings import LEARNED_RANKER, NAMED_CONFIGS, VERSION_RANKER
 
     ranker = load_ranker(LEARNED_RANKER)
     assert set(ranker.feature_names) <= set(FEATURE_NAMES) and ranker.meta["trained_on"] == "k8s_bench_train"

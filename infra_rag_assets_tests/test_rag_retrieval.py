@@ -14,7 +14,7 @@ from infra_rag_assets.rag.search.packing import pack_passages, passage_header
 from infra_rag_assets.rag.search.retrieval import (
     NAMED_CONFIGS,
     Hit,
-    RetrievalConfig,
+    RetrievalSettings,
     Retriever,
     catalog_from_rows,
     load_cross_encoder,
@@ -70,28 +70,44 @@ def test_ties_are_broken_by_chunk_id():
 def test_config_hash_roundtrip_and_validation():
     base = NAMED_CONFIGS["hybrid-weighted"]
     assert {"dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-rerank"} <= set(NAMED_CONFIGS)
-    assert RetrievalConfig.from_dict(base.to_dict()) == base
-    renamed = RetrievalConfig.from_dict({**base.to_dict(), "name": "renamed"})
+    assert RetrievalSettings.from_dict(base.to_dict()) == base
+    renamed = RetrievalSettings.from_dict({**base.to_dict(), "name": "renamed"})
     assert renamed.config_hash() == base.config_hash()  # name is a label
-    assert RetrievalConfig.from_dict({**base.to_dict(), "alpha": 0.9}).config_hash() != base.config_hash()
-    assert RetrievalConfig(alpha=1, depth="50").config_hash() == RetrievalConfig(alpha=1.0).config_hash()
-    a = RetrievalConfig(boosts=(("title", 3.0), ("body", 1.0)))
-    assert a == RetrievalConfig.from_dict({**a.to_dict(), "boosts": {"body": 1, "title": 3}})
+    assert RetrievalSettings.from_dict({**base.to_dict(), "alpha": 0.9}).config_hash() != base.config_hash()
+    assert RetrievalSettings(alpha=1, depth="50").config_hash() == RetrievalSettings(alpha=1.0).config_hash()
+    a = RetrievalSettings(boosts=(("title", 3.0), ("body", 1.0)))
+    assert a == RetrievalSettings.from_dict({**a.to_dict(), "boosts": {"body": 1, "title": 3}})
     for bad in ({"alpha": 1.5}, {"mode": "magic"}, {"depth": 0}, {"boosts": (("colour", 1.0),)}):
         with pytest.raises(ValueError):
-            RetrievalConfig(**bad)
+            RetrievalSettings(**bad)
     with pytest.raises(ValueError, match="unknown"):
-        RetrievalConfig.from_dict({"alpah": 0.3})
+        RetrievalSettings.from_dict({"alpah": 0.3})
 
 
 # --- packing --------------------------------------------------------------------------------
 
 
 def _hit(i: int, url: str, words: int = 20) -> Hit:
-    return Hit(chunk_id=f"c{i}", doc_id="d", project="kubernetes", source="k8s", page_id="p", url=url,
-               title="Deployments", section=f"Deployments › Part {i}", text=" ".join(["word"] * words) + f" end{i}.",
-               score=1.0, dense_score=None, lexical_score=None, dense_rank=None, lexical_rank=None,
-               pages=[], start_char=0, end_char=10, page_kind="concept")
+    return Hit(
+        chunk_id=f"c{i}",
+        doc_id="d",
+        project="kubernetes",
+        source="k8s",
+        page_id="p",
+        url=url,
+        title="Deployments",
+        section=f"Deployments › Part {i}",
+        text=" ".join(["word"] * words) + f" end{i}.",
+        score=1.0,
+        dense_score=None,
+        lexical_score=None,
+        dense_rank=None,
+        lexical_rank=None,
+        pages=[],
+        start_char=0,
+        end_char=10,
+        page_kind="concept",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +142,14 @@ def test_packing_header_and_sources_dedup_by_url():
     hits = [_hit(1, "https://a/#x"), _hit(2, "https://a/#y"), _hit(3, "https://a/#x")]
     packed = pack_passages(hits, budget_tokens=10_000, count_tokens=lambda t: len(t.split()))
     assert packed.text.startswith("[1] kubernetes › Deployments › Part 1\nhttps://a/#x\nword")
-    assert [(s.number, s.title, s.url) for s in packed.sources] == [(1, "Deployments", "https://a/#x"),
-                                                                    (2, "Deployments", "https://a/#y")]
-    assert packed.render_sources().splitlines() == ["[1][3] Deployments — https://a/#x",
-                                                    "[2] Deployments — https://a/#y"]
+    assert [(s.number, s.title, s.url) for s in packed.sources] == [
+        (1, "Deployments", "https://a/#x"),
+        (2, "Deployments", "https://a/#y"),
+    ]
+    assert packed.render_sources().splitlines() == [
+        "[1][3] Deployments — https://a/#x",
+        "[2] Deployments — https://a/#y",
+    ]
 
 
 # --- a real index -------------------------------------------------------------------------
@@ -145,10 +165,12 @@ def index(built_index):
     return store, version, catalog_from_rows(frame.iter_rows(named=True)), embedder
 
 
-def _retriever(index, config: RetrievalConfig | str, **kw) -> Retriever:
+def _retriever(index, config: RetrievalSettings | str, **kw) -> Retriever:
     store, version, catalog, embedder = index
     config = NAMED_CONFIGS[config] if isinstance(config, str) else config
-    return open_retriever(store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, config, **kw)
+    return open_retriever(
+        store.data_home().vectors_uri(), store.data_home().version(version).tantivy, catalog, embedder, config, **kw
+    )
 
 
 def _count(index, where: str, params: list) -> int:
@@ -181,12 +203,20 @@ ROLLING_BACK = "Deployments › Rolling Back"
 
 
 @pytest.mark.build
-@pytest.mark.parametrize("filters, where, params, matches", [
-    ({"project": "argocd"}, "project = ?", ["argocd"], lambda row: row["project"] == "argocd"),
-    ({"section_prefix": ROLLING_BACK}, "starts_with(section_path, ?)", [ROLLING_BACK],
-     lambda row: row["section_path"].startswith(ROLLING_BACK)),
-    ({"page": 13}, "list_contains(pages, ?)", [13], lambda row: 13 in row["pages"]),
-], ids=["project", "section_prefix", "page"])
+@pytest.mark.parametrize(
+    "filters, where, params, matches",
+    [
+        ({"project": "argocd"}, "project = ?", ["argocd"], lambda row: row["project"] == "argocd"),
+        (
+            {"section_prefix": ROLLING_BACK},
+            "starts_with(section_path, ?)",
+            [ROLLING_BACK],
+            lambda row: row["section_path"].startswith(ROLLING_BACK),
+        ),
+        ({"page": 13}, "list_contains(pages, ?)", [13], lambda row: 13 in row["pages"]),
+    ],
+    ids=["project", "section_prefix", "page"],
+)
 def test_filters_apply_before_ranking(index, filters, where, params, matches):
     """k = the number of matching chunks: a post-filtered global top-k would return fewer."""
     k = _count(index, where, params)
@@ -196,7 +226,7 @@ def test_filters_apply_before_ranking(index, filters, where, params, matches):
     assert not all(matches(catalog[h.chunk_id]) for h in _retriever(index, "dense").search(question, k=k).hits)
     for name in ("dense", "hybrid-weighted", "hybrid-rrf", "lexical"):
         # no floor here: an off-filter question would (rightly) abstain; this test is about ranking
-        config = RetrievalConfig.from_dict({**NAMED_CONFIGS[name].to_dict(), "floor": None})
+        config = RetrievalSettings.from_dict({**NAMED_CONFIGS[name].to_dict(), "floor": None})
         hits = _retriever(index, config).search(question, k=k, filters=filters).hits
         assert all(matches(catalog[h.chunk_id]) for h in hits), name
         if name != "lexical":  # BM25 only returns chunks sharing a query term
@@ -210,13 +240,15 @@ def test_floor_abstains_off_topic_only(index):
     on = min(measure.search(q, k=1).dense_ranking[0][1] for q in ON_TOPIC)
     assert off < FLOOR - 0.05 and on > FLOOR + 0.05, (off, on)  # the floor's justification still holds
     for mode in ("dense", "hybrid"):
-        retriever = _retriever(index, RetrievalConfig(mode=mode, floor=FLOOR))
+        retriever = _retriever(index, RetrievalSettings(mode=mode, floor=FLOOR))
         refused = retriever.search(OFF_TOPIC, k=5)
         assert refused.abstained and refused.hits == [] and "< floor 0.250" in refused.abstain_reason
         assert refused.dense_ranking  # kept for traces
         for q in ON_TOPIC:
             assert not retriever.search(q, k=5).abstained
-    assert _retriever(index, RetrievalConfig(floor=FLOOR)).search(OFF_TOPIC, k=3, filters={"project": "nope"}).abstained
+    assert (
+        _retriever(index, RetrievalSettings(floor=FLOOR)).search(OFF_TOPIC, k=3, filters={"project": "nope"}).abstained
+    )
 
 
 @pytest.mark.build
@@ -243,8 +275,9 @@ def test_reranker_reorders_only_the_top_depth(index):
         def predict(self, pairs):
             return [float(i) for i in range(len(pairs))]  # last candidate scores highest
 
-    config = RetrievalConfig.from_dict({**NAMED_CONFIGS["hybrid-weighted"].to_dict(), "rerank": True,
-                                        "rerank_depth": 4})
+    config = RetrievalSettings.from_dict(
+        {**NAMED_CONFIGS["hybrid-weighted"].to_dict(), "rerank": True, "rerank_depth": 4}
+    )
     fused = [h.chunk_id for h in _retriever(index, "hybrid-weighted").search(ROLLBACK, k=8).hits]
     result = _retriever(index, config, reranker_loader=lambda _: Reverse()).search(ROLLBACK, k=8)
     assert not result.degraded
@@ -267,8 +300,12 @@ def test_bad_questions_and_missing_catalog_rows(index):
         with pytest.raises(ValueError):
             retriever.search(question)
     full = retriever.search(ROLLBACK, k=3)
-    partial = Retriever(catalog={h.chunk_id: index[2][h.chunk_id] for h in full.hits}, config=retriever.config,
-                        vector_searcher=retriever.vector_searcher, lexical_searcher=retriever.lexical_searcher)
+    partial = Retriever(
+        catalog={h.chunk_id: index[2][h.chunk_id] for h in full.hits},
+        config=retriever.config,
+        vector_searcher=retriever.vector_searcher,
+        lexical_searcher=retriever.lexical_searcher,
+    )
     result = partial.search(ROLLBACK, k=5)
     assert result.degraded and "missing from the chunk catalog" in result.degraded_reason
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in full.hits]

@@ -52,8 +52,14 @@ def test_title_only_section_index_becomes_a_page_with_its_listing(tmp_path: Path
     for rel, text in PAGES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    source = Source(name="k8s", project="kubernetes", kind="markdown_tree", license="CC-BY-4.0",
-                    url_template="https://example.test/{page_path}/", mirror=root)
+    source = Source(
+        name="k8s",
+        project="kubernetes",
+        kind="markdown_tree",
+        license="CC-BY-4.0",
+        url_template="https://example.test/{page_path}/",
+        mirror=root,
+    )
     blobs = BlobStore(tmp_path / "blobs")
     pages = snapshot_pages(list_pages([source]), blobs)
     docs, _ = parse_documents(pages, blobs)

@@ -21,8 +21,18 @@ VERSION = "2026-12-02T1300-abcdef"
 
 
 def _rows(texts):
-    return [{"chunk_id": f"c{i}", "doc_id": f"d{i}", "project": "kubernetes", "text": text, "pages": [],
-             "start_char": 0, "end_char": len(text)} for i, text in enumerate(texts)]
+    return [
+        {
+            "chunk_id": f"c{i}",
+            "doc_id": f"d{i}",
+            "project": "kubernetes",
+            "text": text,
+            "pages": [],
+            "start_char": 0,
+            "end_char": len(text),
+        }
+        for i, text in enumerate(texts)
+    ]
 
 
 def _derive(root, version=VERSION):
@@ -71,5 +81,9 @@ def test_only_plain_files_are_carried(tmp_path):
     (folder / "subdir").mkdir()
     (folder / ".partial.json").write_text("{")
     write_snapshot(tmp_path, VERSION, _rows(["a pod"]), {})
-    assert sorted(p.name for p in folder.iterdir()) == ["calibration.json", "catalog.parquet", "manifest.json",
-                                                        "ranker.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "calibration.json",
+        "catalog.parquet",
+        "manifest.json",
+        "ranker.json",
+    ]

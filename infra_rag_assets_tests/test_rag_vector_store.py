@@ -24,16 +24,96 @@ pytestmark = pytest.mark.unit
 
 # (chunk_id, project, source, page_kind, section_path, pages, text)
 CHUNKS = [
-    ("k8s-1", "kubernetes", "web", "reference", "Workloads > Pods", [], "A Pod is the smallest deployable unit of computing in Kubernetes."),
-    ("k8s-2", "kubernetes", "web", "guide", "Networking > Services", [], "A Service exposes a set of Pods behind a stable virtual IP address."),
-    ("k8s-3", "kubernetes", "pdf", "guide", "Storage > Volumes", [3, 4], "PersistentVolumeClaims request durable storage for stateful workloads."),
-    ("tf-1", "terraform", "web", "reference", "State > Backends", [], "Terraform stores state remotely in an S3 backend with DynamoDB locking."),
-    ("tf-2", "terraform", "pdf", "guide", "Modules_v2 > Inputs", [1], "Module input variables parameterise reusable Terraform configuration."),
-    ("prom-1", "prometheus", "web", "reference", "Querying > PromQL", [], "PromQL rate() computes the per-second increase of a counter."),
-    ("prom-2", "prometheus", "pdf", "guide", "Alerting > Rules", [2, 3], "Alerting rules fire when a PromQL expression stays true for a duration."),
-    ("vault-1", "vault", "web", "guide", "Secrets > Database", [], "Vault generates short-lived database credentials on demand."),
-    ("nginx-1", "nginx", "web", "reference", "Modules%x > Proxy", [], "proxy_pass forwards requests to an upstream server group."),
-    ("docker-1", "docker", "pdf", "guide", "Build > Cache", [1, 2], "Docker reuses cached image layers when instructions are unchanged."),
+    (
+        "k8s-1",
+        "kubernetes",
+        "web",
+        "reference",
+        "Workloads > Pods",
+        [],
+        "A Pod is the smallest deployable unit of computing in Kubernetes.",
+    ),
+    (
+        "k8s-2",
+        "kubernetes",
+        "web",
+        "guide",
+        "Networking > Services",
+        [],
+        "A Service exposes a set of Pods behind a stable virtual IP address.",
+    ),
+    (
+        "k8s-3",
+        "kubernetes",
+        "pdf",
+        "guide",
+        "Storage > Volumes",
+        [3, 4],
+        "PersistentVolumeClaims request durable storage for stateful workloads.",
+    ),
+    (
+        "tf-1",
+        "terraform",
+        "web",
+        "reference",
+        "State > Backends",
+        [],
+        "Terraform stores state remotely in an S3 backend with DynamoDB locking.",
+    ),
+    (
+        "tf-2",
+        "terraform",
+        "pdf",
+        "guide",
+        "Modules_v2 > Inputs",
+        [1],
+        "Module input variables parameterise reusable Terraform configuration.",
+    ),
+    (
+        "prom-1",
+        "prometheus",
+        "web",
+        "reference",
+        "Querying > PromQL",
+        [],
+        "PromQL rate() computes the per-second increase of a counter.",
+    ),
+    (
+        "prom-2",
+        "prometheus",
+        "pdf",
+        "guide",
+        "Alerting > Rules",
+        [2, 3],
+        "Alerting rules fire when a PromQL expression stays true for a duration.",
+    ),
+    (
+        "vault-1",
+        "vault",
+        "web",
+        "guide",
+        "Secrets > Database",
+        [],
+        "Vault generates short-lived database credentials on demand.",
+    ),
+    (
+        "nginx-1",
+        "nginx",
+        "web",
+        "reference",
+        "Modules%x > Proxy",
+        [],
+        "proxy_pass forwards requests to an upstream server group.",
+    ),
+    (
+        "docker-1",
+        "docker",
+        "pdf",
+        "guide",
+        "Build > Cache",
+        [1, 2],
+        "Docker reuses cached image layers when instructions are unchanged.",
+    ),
 ]
 
 
@@ -154,8 +234,14 @@ def test_bad_input_is_rejected_before_writing(tmp_path, embedder, vectors):
 
 
 def _lancedb_scan(searcher: VectorSearcher, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-    hits = (searcher.table.search(query).distance_type("cosine").bypass_vector_index()
-            .select(["chunk_id", "_distance"]).limit(k).to_arrow())
+    hits = (
+        searcher.table.search(query)
+        .distance_type("cosine")
+        .bypass_vector_index()
+        .select(["chunk_id", "_distance"])
+        .limit(k)
+        .to_arrow()
+    )
     return [(cid, 1.0 - d) for cid, d in zip(hits["chunk_id"].to_pylist(), hits["_distance"].to_numpy())]
 
 

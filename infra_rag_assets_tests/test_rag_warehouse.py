@@ -20,12 +20,33 @@ def warehouse(tmp_path) -> Warehouse:
         wh.replace_partition("documents", version, pl.DataFrame({"doc_id": docs, "status": ["ok"] * len(docs)}))
         time.sleep(0.01)  # distinct created_at, so "newest" is well defined
     # v1: k:a has two chunks, k:b one, k:c none (a page that parsed to no content)
-    wh.replace_partition("chunks", "v1", pl.DataFrame({
-        "chunk_id": ["c3", "c1", "c2"], "doc_id": ["k:b", "k:a", "k:a"], "ordinal": [0, 1, 0],
-        "title": ["B", "A", "A"], "text": ["b0", "a1", "a0"]}))
-    wh.replace_partition("eval_results", "v1", pl.DataFrame({
-        "run_id": ["r1", "r1", "r2"], "benchmark": ["b"] * 3, "regime": ["serving"] * 3,
-        "question_id": ["q1", "q2", "q1"], "relevant": [["k:a"], ["k:b"], ["k:a"]], "rank": [1, 3, 2]}))
+    wh.replace_partition(
+        "chunks",
+        "v1",
+        pl.DataFrame(
+            {
+                "chunk_id": ["c3", "c1", "c2"],
+                "doc_id": ["k:b", "k:a", "k:a"],
+                "ordinal": [0, 1, 0],
+                "title": ["B", "A", "A"],
+                "text": ["b0", "a1", "a0"],
+            }
+        ),
+    )
+    wh.replace_partition(
+        "eval_results",
+        "v1",
+        pl.DataFrame(
+            {
+                "run_id": ["r1", "r1", "r2"],
+                "benchmark": ["b"] * 3,
+                "regime": ["serving"] * 3,
+                "question_id": ["q1", "q2", "q1"],
+                "relevant": [["k:a"], ["k:b"], ["k:a"]],
+                "rank": [1, 3, 2],
+            }
+        ),
+    )
     return wh
 
 

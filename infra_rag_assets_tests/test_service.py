@@ -30,8 +30,15 @@ def test_search_answer_and_traces(client):
     assert reply.status_code == 200
     body = reply.json()
     assert len(body["hits"]) == 4 and body["hits"][0]["doc_id"].startswith("kubernetes:")
-    filtered = http.post("/search", json={"question": "What is the target state of an application?", "k": 3,
-                                          "project": "argocd", "mode": "lexical"}).json()
+    filtered = http.post(
+        "/search",
+        json={
+            "question": "What is the target state of an application?",
+            "k": 3,
+            "project": "argocd",
+            "mode": "lexical",
+        },
+    ).json()
     assert filtered["hits"] and {h["project"] for h in filtered["hits"]} == {"argocd"}
     assert filtered["config"] == "lexical"
     answer = http.post("/answer", json={"question": "What does maxSurge control in a Deployment?", "offline": True})
@@ -143,8 +150,10 @@ def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
         raise AssertionError("the request path opened the build warehouse")
 
     monkeypatch.setattr(Warehouse, "connect", forbidden)
-    for path, body in (("/search", {"question": "What is a Pod?"}),
-                       ("/answer", {"question": "What is a Pod?", "offline": True})):
+    for path, body in (
+        ("/search", {"question": "What is a Pod?"}),
+        ("/answer", {"question": "What is a Pod?", "offline": True}),
+    ):
         assert http.post(path, json=body).status_code == 200
     for path in ("/health", "/versions", "/release"):
         assert http.get(path).status_code in (200, 503)

@@ -51,9 +51,23 @@ class Server:
         env = {**os.environ, "INFRA_RAG_HOME": str(home)}
         env.pop("ANTHROPIC_API_KEY", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(self.port), "--workers", str(workers),
-             "--release-poll", str(poll_s)], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "infra_rag_assets",
+                "serve",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(workers),
+                "--release-poll",
+                str(poll_s),
+            ],
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 180) -> dict:
@@ -114,11 +128,27 @@ def test_two_workers_hold_concurrent_load_beside_a_cli_batch(released_home, tmp_
     try:
         assert server.wait_ready()["version"] == built_index["version"]
         batch = tmp_path / "batch.jsonl"
-        batch.write_text("".join(json.dumps({"id": i, "question": QUESTIONS[i % len(QUESTIONS)]}) + "\n"
-                                 for i in range(60)))
-        cli = subprocess.Popen([sys.executable, "-m", "infra_rag_assets", "--home", str(released_home.root),
-                                "search", "--batch", str(batch), "--k", "5", "-o", str(tmp_path / "out.jsonl")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        batch.write_text(
+            "".join(json.dumps({"id": i, "question": QUESTIONS[i % len(QUESTIONS)]}) + "\n" for i in range(60))
+        )
+        cli = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "infra_rag_assets",
+                "--home",
+                str(released_home.root),
+                "search",
+                "--batch",
+                str(batch),
+                "--k",
+                "5",
+                "-o",
+                str(tmp_path / "out.jsonl"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         result = run_load(server.url, _requests(220, 20), concurrency=16)
         code, err = cli.wait(timeout=300), cli.stderr.read().decode()
     finally:
@@ -157,7 +187,7 @@ def test_release_switch_during_load_loses_no_request(released_home, tmp_path, bu
     versions = [r.body["version"] for r in sorted(result.replies, key=lambda r: r.finished_at)]
     assert versions[0] == built_index["version"] and versions[-1] == second, "the switch never happened in the run"
     first_new = versions.index(second)
-    late_old = [v for v in versions[first_new + 8:] if v != second]  # at most the in-flight ones finish on the old
+    late_old = [v for v in versions[first_new + 8 :] if v != second]  # at most the in-flight ones finish on the old
     assert not late_old, f"{len(late_old)} responses from the old version after the switch"
     assert health["version"] == second and health["checks"]["load"]["release_switches"] == 2
 

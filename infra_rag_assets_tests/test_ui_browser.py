@@ -36,11 +36,30 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ASSETS = ["source_pages", "documents", "chunks", "domain_model", "vectors", "lexical_index", "abstention_calibration",
-          "page_ranker", "eval_run", "release"]
-CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1600,1000"]
+ASSETS = [
+    "source_pages",
+    "documents",
+    "chunks",
+    "domain_model",
+    "vectors",
+    "lexical_index",
+    "abstention_calibration",
+    "page_ranker",
+    "eval_run",
+    "release",
+]
+CHROME_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1600,1000",
+]
 # Permissive critical gate measurable on the fixture corpus: no k8s-bench question is covered by
 # the 5 fixture Kubernetes pages (its metrics are empty, so any gate on them fails), while
 # own_labelled has covered and unanswerable questions.
@@ -74,8 +93,11 @@ def _free_port() -> int:
 
 
 def _graphql(base: str, query: str, variables: dict | None = None, timeout: float = 15) -> dict:
-    req = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query, "variables": variables or {}})
-                                 .encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         body = json.load(resp)
     assert not body.get("errors"), body["errors"]
@@ -128,16 +150,28 @@ def dagster_ui(tmp_path: Path):
     shutil.copyfile(REPO / "dagster.yaml", dagster_home / "dagster.yaml")
     gates = tmp_path / "gates.yaml"
     gates.write_text(GATES)
-    env = {**os.environ, "INFRA_RAG_HOME": str(tmp_path / "home"), "INFRA_RAG_SOURCES": str(sources),
-           "DAGSTER_HOME": str(dagster_home), "INFRA_RAG_GATES": str(gates), "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "INFRA_RAG_HOME": str(tmp_path / "home"),
+        "INFRA_RAG_SOURCES": str(sources),
+        "DAGSTER_HOME": str(dagster_home),
+        "INFRA_RAG_GATES": str(gates),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
 
     workdir = tmp_path / "cwd"  # empty: nothing in the cwd (first on sys.path) can shadow a module
     workdir.mkdir()
 
     # One index version (a dynamic partition) registered the way a user would: the CLI.
-    made = subprocess.run([sys.executable, "-m", "infra_rag_assets", "build", "--through", "source_pages"],
-                          env=env, cwd=workdir, capture_output=True, text=True, timeout=180)
+    made = subprocess.run(
+        [sys.executable, "-m", "infra_rag_assets", "build", "--through", "source_pages"],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     version = made.stdout.strip().splitlines()[0].strip()
 
@@ -146,10 +180,25 @@ def dagster_ui(tmp_path: Path):
     log = tmp_path / "dagster_dev.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dagster", "dev", "-w", str(REPO / "workspace.yaml"),
-             "-p", str(port), "-h", "127.0.0.1"],
-            env=env, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)  # own process group: killed whole in finally
+            [
+                sys.executable,
+                "-m",
+                "dagster",
+                "dev",
+                "-w",
+                str(REPO / "workspace.yaml"),
+                "-p",
+                str(port),
+                "-h",
+                "127.0.0.1",
+            ],
+            env=env,
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # own process group: killed whole in finally
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:
@@ -218,8 +267,7 @@ class Page:
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
             skip_xpath = "//div[@role='dialog']//button[normalize-space()='Skip']"
-            skips = [b for b in self.d.find_elements(By.XPATH, skip_xpath)
-                     if b.is_displayed()]
+            skips = [b for b in self.d.find_elements(By.XPATH, skip_xpath) if b.is_displayed()]
             if skips:
                 skips[0].click()
                 self.modal_dismissed = True
@@ -232,8 +280,9 @@ class Page:
         return self.d.find_element(By.TAG_NAME, "body").text
 
     def until_text(self, *texts: str, what: str = "") -> None:
-        self.wait.until(lambda _: all(t in self.body_text() for t in texts),
-                        f"{what or texts} not visible on {self.d.current_url}")
+        self.wait.until(
+            lambda _: all(t in self.body_text() for t in texts), f"{what or texts} not visible on {self.d.current_url}"
+        )
 
     def element(self, xpath: str, root=None, clickable: bool = True):
         from selenium.webdriver.common.by import By
@@ -269,8 +318,11 @@ def _failure_details(base: str, run_id: str) -> str:
         __typename ... on MessageEvent { message stepKey }
         ... on ExecutionStepFailureEvent { error { message } } } } } }"""
     events = _graphql(base, query, {"id": run_id})["logsForRun"].get("events", [])
-    return "\n".join(f"{e.get('stepKey')}: {e.get('message')} {(e.get('error') or {}).get('message', '')}"
-                     for e in events if "Failure" in e["__typename"] or "did not pass" in (e.get("message") or ""))
+    return "\n".join(
+        f"{e.get('stepKey')}: {e.get('message')} {(e.get('error') or {}).get('message', '')}"
+        for e in events
+        if "Failure" in e["__typename"] or "did not pass" in (e.get("message") or "")
+    )
 
 
 def _ui_run_id(base: str, version: str) -> str:
@@ -296,8 +348,11 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
     page = Page(browser, base, tmp_path)
     try:
         # The code location loaded without error (what the UI's Deployment page shows).
-        entries = _graphql(base, """{ workspaceOrError { ... on Workspace { locationEntries { name
-            locationOrLoadError { __typename ... on PythonError { message } } } } } }""")
+        entries = _graphql(
+            base,
+            """{ workspaceOrError { ... on Workspace { locationEntries { name
+            locationOrLoadError { __typename ... on PythonError { message } } } } } }""",
+        )
         locations = {e["name"]: e["locationOrLoadError"] for e in entries["workspaceOrError"]["locationEntries"]}
         assert locations["infra_rag_assets"]["__typename"] == "RepositoryLocation", locations
 
@@ -314,8 +369,7 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
         page.element("//a[contains(@href, '/jobs/reindex')][contains(., 'reindex')]").click()
         page.until_text("Build, evaluate and (if the gates pass) release", what="the reindex job page")
         page.element("//button[contains(normalize-space(), 'Materialize all')]").click()
-        dialog = page.element("//div[@role='dialog'][contains(., 'Launch runs to materialize')]",
-                              clickable=False)
+        dialog = page.element("//div[@role='dialog'][contains(., 'Launch runs to materialize')]", clickable=False)
         page.element(".//*[normalize-space()='Select a partition or create one']", root=dialog).click()
         picker = page.element("//*[@data-radix-popper-content-wrapper]", clickable=False)
         page.element(f".//*[@role='menuitem'][contains(normalize-space(), '{version}')]", root=picker).click()
@@ -337,8 +391,14 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
 
         # 4. eval_run's asset page: the scorecard metadata and its Markdown dialog.
         page.open(f"/assets/eval_run?partition={version}")
-        page.until_text("Metadata", "scorecard", "serving_config", "hybrid-weighted", version,
-                        what="eval_run's latest materialization metadata")
+        page.until_text(
+            "Metadata",
+            "scorecard",
+            "serving_config",
+            "hybrid-weighted",
+            version,
+            what="eval_run's latest materialization metadata",
+        )
         row = page.element("//tr[td[normalize-space()='scorecard']]", clickable=False)
         page.shot("03_eval_run.png")
         page.element(".//a[contains(normalize-space(), 'Show Markdown')]", root=row).click()
@@ -349,8 +409,10 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
             assert expected in text, f"{expected!r} missing from the scorecard dialog:\n{text}"
         shot = page.shot("04_scorecard.png")
         assert shot.stat().st_size > 10_000
-        print(f"\nUI e2e: version {version}, run {run_id}; browser {time.monotonic() - started:.0f}s "
-              f"(to launch {phases['launch']:.0f}s, run {phases['run']:.0f}s); screenshots in {tmp_path}")
+        print(
+            f"\nUI e2e: version {version}, run {run_id}; browser {time.monotonic() - started:.0f}s "
+            f"(to launch {phases['launch']:.0f}s, run {phases['run']:.0f}s); screenshots in {tmp_path}"
+        )
     except Exception:
         try:
             page.shot("failure.png")

@@ -16,10 +16,20 @@ from .common import UserError, console, friendly_errors, print_rows
 
 
 @click.command()
-@click.option("--max-age-days", default=DEFAULT_MAX_AGE_DAYS, show_default=True, type=click.FloatRange(min=0),
-              help="oldest acceptable release event and newest index version")
-@click.option("--max-trace-errors", default=DEFAULT_MAX_TRACE_ERRORS, show_default=True,
-              type=click.IntRange(min=0), help=f"error outcomes allowed among the last {TRACE_WINDOW} traces")
+@click.option(
+    "--max-age-days",
+    default=DEFAULT_MAX_AGE_DAYS,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="oldest acceptable release event and newest index version",
+)
+@click.option(
+    "--max-trace-errors",
+    default=DEFAULT_MAX_TRACE_ERRORS,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help=f"error outcomes allowed among the last {TRACE_WINDOW} traces",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.pass_obj
 @friendly_errors
@@ -32,9 +42,13 @@ def health(obj, max_age_days, max_trace_errors, as_json) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
-        print_rows(["check", "status", "detail"],
-                   [[name, "ok" if check["ok"] else "FAIL", _health_detail(name, check)]
-                    for name, check in report["checks"].items()])
+        print_rows(
+            ["check", "status", "detail"],
+            [
+                [name, "ok" if check["ok"] else "FAIL", _health_detail(name, check)]
+                for name, check in report["checks"].items()
+            ],
+        )
     if not report["ok"]:
         failed = [name for name, check in report["checks"].items() if not check["ok"]]
         console.print(f"[bold red]unhealthy:[/] {', '.join(failed)}", highlight=False)
@@ -53,8 +67,9 @@ def _health_detail(name: str, check: dict) -> str:
 
 @click.command()
 @click.option("--version", default=None, help="index version to test (default: the current release)")
-@click.option("--file", "canary_file", default=None,
-              help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)")
+@click.option(
+    "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)"
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.pass_obj
 @friendly_errors
@@ -78,9 +93,13 @@ def canary(obj, version, canary_file, as_json) -> None:
     else:
         note = "" if report.released else " (not the current release)"
         console.print(f"[dim]{report.version}{note} · {report.config}[/]", highlight=False)
-        print_rows(["canary", "status", "expected", "outcome", "rank", "detail"],
-                   [[r.id, r.status, r.expected_outcome, r.outcome, "" if r.rank is None else str(r.rank),
-                     r.detail] for r in report.results])
+        print_rows(
+            ["canary", "status", "expected", "outcome", "rank", "detail"],
+            [
+                [r.id, r.status, r.expected_outcome, r.outcome, "" if r.rank is None else str(r.rank), r.detail]
+                for r in report.results
+            ],
+        )
     console.print(f"canary: {summary(report.results)}", highlight=False)
     if report.failed:
         raise click.exceptions.Exit(1)

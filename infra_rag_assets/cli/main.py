@@ -30,35 +30,58 @@ def stage_order() -> list[str]:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", default=None, help="data home (default: $INFRA_RAG_HOME, else ./.infra_rag)")
-@click.option("--sources", "sources_file", default=None, help="sources.yaml to read (default: $INFRA_RAG_SOURCES, "
-              "else the project's)")
+@click.option(
+    "--sources",
+    "sources_file",
+    default=None,
+    help="sources.yaml to read (default: $INFRA_RAG_SOURCES, else the project's)",
+)
 @click.pass_context
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
-    from ..defs.resources import BuildSettings, DataHomeResource
+    from ..defs.resources import BuildResource, DataHomeResource
 
     store = DataHomeResource(home=home) if home else DataHomeResource()
-    settings = BuildSettings(sources_file=sources_file) if sources_file else BuildSettings()
+    settings = BuildResource(sources_file=sources_file) if sources_file else BuildResource()
     ctx.obj = {"store": store, "settings": settings}
 
 
 @main.command()
-@click.option("--through", default="release", show_default=True, type=StageChoice(targets),
-              help="last stage to build (each stage of the asset graph, in build order; indexes = both indexes)")
-@click.option("--from", "start", default=None, type=StageChoice(stage_order),
-              help="first stage to run (earlier stages reused)")
+@click.option(
+    "--through",
+    default="release",
+    show_default=True,
+    type=StageChoice(targets),
+    help="last stage to build (each stage of the asset graph, in build order; indexes = both indexes)",
+)
+@click.option(
+    "--from", "start", default=None, type=StageChoice(stage_order), help="first stage to run (earlier stages reused)"
+)
 @click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
-@click.option("--submit", is_flag=True, help="launch the run and return at once (queued for the daemon when the "
-              "instance queues runs) instead of waiting for it")
-@click.option("--in-process", "in_process", is_flag=True, help="run in this process (faster start; the UI lists "
-              "the run but cannot re-execute it)")
-@click.option("--quick", is_flag=True, help="a new version with the base model as is: no domain adaptation "
-              "(saves 10-20 min on a cold build; same as INFRA_RAG_ADAPT=0)")
+@click.option(
+    "--submit",
+    is_flag=True,
+    help="launch the run and return at once (queued for the daemon when the "
+    "instance queues runs) instead of waiting for it",
+)
+@click.option(
+    "--in-process",
+    "in_process",
+    is_flag=True,
+    help="run in this process (faster start; the UI lists the run but cannot re-execute it)",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="a new version with the base model as is: no domain adaptation "
+    "(saves 10-20 min on a cold build; same as INFRA_RAG_ADAPT=0)",
+)
 @click.pass_obj
 @friendly_errors
-def build(obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool,
-          quick: bool) -> None:
+def build(
+    obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool, quick: bool
+) -> None:
     """Create a new index version and run a build job of the Definitions for it: launched through
     workspace.yaml (re-executable from the UI) and waited for, or in this process (--in-process,
     --from, or an instance that queues runs)."""
@@ -99,9 +122,11 @@ def build(obj: dict, through: str, start: str | None, version: str | None, submi
 
             run_id = submit_build(instance, version, through, store, settings, tags)
             queued = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.QUEUED
-            console.print(f"{'queued' if queued else 'launched'} run {run_id} "
-                          f"(job {instance.get_run_by_id(run_id).job_name}): {ui_url()}/runs/{run_id}"
-                          + (" — the daemon launches it (`infra-rag ui` runs one)" if queued else ""))
+            console.print(
+                f"{'queued' if queued else 'launched'} run {run_id} "
+                f"(job {instance.get_run_by_id(run_id).job_name}): {ui_url()}/runs/{run_id}"
+                + (" — the daemon launches it (`infra-rag ui` runs one)" if queued else "")
+            )
             out.print(version)
             return
         watcher = _StageWatcher(instance, build_id, stages)
@@ -147,8 +172,9 @@ class _StageWatcher:
         import dagster as dg
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=console, transient=False) as progress:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
+        ) as progress:
             tasks = {s: progress.add_task(f"{s}: waiting", total=1) for s in self.stages}
             cursor, run_id, stopping = None, None, False
             while not stopping:
@@ -189,8 +215,17 @@ def versions(obj: dict) -> None:
         console.print("no index versions yet: run `infra-rag build`")
         return
     columns = ["index_version", "created_at", "created_by", "config", "documents", "chunks"]
-    rows = [[r["index_version"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["created_by"],
-             r["config_hash"][:10], str(r["documents"]), str(r["chunks"])] for r in frame.iter_rows(named=True)]
+    rows = [
+        [
+            r["index_version"],
+            f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
+            r["created_by"],
+            r["config_hash"][:10],
+            str(r["documents"]),
+            str(r["chunks"]),
+        ]
+        for r in frame.iter_rows(named=True)
+    ]
     print_rows(columns, rows)
 
 

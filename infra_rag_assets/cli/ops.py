@@ -28,8 +28,9 @@ def release_cmd(obj, version) -> None:
     if not warehouse.has_rows("eval_metrics", version):
         raise UserError(f"{version} has no eval_run: `infra-rag build --version {version} --from eval_run`")
     with _instance(obj) as instance:
-        result = materialize_version(version, ["release"], instance, obj["store"], obj["settings"],
-                                     tags={"infra_rag/origin": "cli-release"})
+        result = materialize_version(
+            version, ["release"], instance, obj["store"], obj["settings"], tags={"infra_rag/origin": "cli-release"}
+        )
         served = serve_if_approved(instance, obj["store"], result, tags={"infra_rag/origin": "cli-release"})
         result = served or result
     if not result.success:
@@ -103,21 +104,29 @@ def _print_chain(chain: dict) -> None:
     if "run" in chain:
         out.print(f"[bold]run[/] {chain['run']['run_id']} ({chain['run']['job']}, {chain['run']['status']})")
     v = chain["index_version"]
-    out.print(f"[bold]index version[/] {v['index_version']}  config {v['config_hash'][:12]}  "
-              f"sources {v['sources_fingerprint'][:12]}  rows {v['rows']}")
+    out.print(
+        f"[bold]index version[/] {v['index_version']}  config {v['config_hash'][:12]}  "
+        f"sources {v['sources_fingerprint'][:12]}  rows {v['rows']}"
+    )
     for m in chain["materializations"]:
         state = f"run {m['run_id'][:8]}  data version {m['data_version'][:12]}" if m["run_id"] else "not materialized"
         out.print(f"  ↳ {m['asset']:<14} {state}")
     if "question" in chain:
         q = chain["question"]
-        out.print(f"[bold]question[/] {q['question_id']}: {q['question']}\n  rank {q['rank']} "
-                  f"(relevant {', '.join(q['relevant']) or '—'}), regime {q['regime']}, eval run {q['run_id'][:8]}")
+        out.print(
+            f"[bold]question[/] {q['question_id']}: {q['question']}\n  rank {q['rank']} "
+            f"(relevant {', '.join(q['relevant']) or '—'}), regime {q['regime']}, eval run {q['run_id'][:8]}"
+        )
     if "hit" in chain:
         h = chain["hit"]
-        out.print(f"[bold]top hit[/] chunk {h['chunk_id']} = {h['doc_id']}[{h['start_char']}:{h['end_char']}] "
-                  f"({h['section_path']}) span matches document: {h['span_matches']}")
-        out.print(f"[bold]source page[/] {h['url']}  {h['rel_path']}  sha256 {h['bytes_hash']}  "
-                  f"{h['size_bytes']} bytes  {h['upstream']}  {h['license']}")
+        out.print(
+            f"[bold]top hit[/] chunk {h['chunk_id']} = {h['doc_id']}[{h['start_char']}:{h['end_char']}] "
+            f"({h['section_path']}) span matches document: {h['span_matches']}"
+        )
+        out.print(
+            f"[bold]source page[/] {h['url']}  {h['rel_path']}  sha256 {h['bytes_hash']}  "
+            f"{h['size_bytes']} bytes  {h['upstream']}  {h['license']}"
+        )
     console.print("[dim]the same facts are in the Dagster UI: eval_run and release metadata, asset lineage[/]")
 
 
@@ -142,12 +151,25 @@ def ui(obj, port, host) -> None:
 
     dagster_home, data_home = ensure_dagster_home(obj["store"]), obj["store"].data_home().root.resolve()
     env = settings.child_environment(
-        dagster_home=dagster_home, home=data_home, sources=Path(obj["settings"].sources_file).resolve(),
+        dagster_home=dagster_home,
+        home=data_home,
+        sources=Path(obj["settings"].sources_file).resolve(),
         # run links in metadata point at this UI unless a URL is configured
-        dagster_url=None if settings.is_set("DAGSTER_URL") else f"http://{host}:{port}")
+        dagster_url=None if settings.is_set("DAGSTER_URL") else f"http://{host}:{port}",
+    )
     console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, INFRA_RAG_HOME={data_home}")
-    command = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-               "--host", host, "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-w",
+        str(PROJECT_ROOT / "workspace.yaml"),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     os.chdir(PROJECT_ROOT)
     os.execve(sys.executable, command, env)
 

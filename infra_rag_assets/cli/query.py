@@ -36,7 +36,7 @@ def _config_name(mode: str, config: str | None) -> str:
 
 @click.command()
 @click.argument("question", required=False)
-@click.option("--batch", "batch", type=str, default=None, help="JSONL of {\"id\",\"question\"} ('-' = stdin)")
+@click.option("--batch", "batch", type=str, default=None, help='JSONL of {"id","question"} (\'-\' = stdin)')
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--version", default=None, help="index version (default: current release, else latest)")
 @click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), default="hybrid", show_default=True)
@@ -62,10 +62,17 @@ def search(obj, question, batch, k, version, mode, config, project, as_json, out
         for item in items:
             started = time.perf_counter()
             result = engine.search(item["question"], config=name, k=k, filters=filters)
-            record = {"id": item["id"], "hits": [hit_record(h) for h in result.hits], "abstained": result.abstained,
-                      "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
-            sink.submit(trace_row(origin="cli-batch" if batch else "cli", version=engine.version,
-                                  config_name=name, result=result))
+            record = {
+                "id": item["id"],
+                "hits": [hit_record(h) for h in result.hits],
+                "abstained": result.abstained,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+            }
+            sink.submit(
+                trace_row(
+                    origin="cli-batch" if batch else "cli", version=engine.version, config_name=name, result=result
+                )
+            )
             if batch or as_json:
                 stream.write(json.dumps(record) + "\n")
             else:
@@ -131,13 +138,17 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
     engine = _engine(obj, version)
     outcome = engine.answer(question, config=name, k=k, use_claude=False if offline else None)
     sink = process_sink(obj["store"].data_home().traces_dir())
-    sink.submit(trace_row(origin="cli", version=engine.version, config_name=name,
-                          result=outcome.result, answer=outcome.answer))
+    sink.submit(
+        trace_row(origin="cli", version=engine.version, config_name=name, result=outcome.result, answer=outcome.answer)
+    )
     sink.flush()
     reply = outcome.answer
     if as_json:
-        click.echo(json.dumps({"version": engine.version, **reply.to_dict(),
-                               "sources": outcome.packed.render_sources()}, default=str))
+        click.echo(
+            json.dumps(
+                {"version": engine.version, **reply.to_dict(), "sources": outcome.packed.render_sources()}, default=str
+            )
+        )
         return
     out.print(reply.text, highlight=False)
     if reply.citations:
@@ -161,12 +172,27 @@ def traces(obj, last) -> None:
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="worker processes (each loads the model and opens the release once)")
-@click.option("--max-inflight", default=32, show_default=True, type=click.IntRange(1, 10_000),
-              help="per worker: queries past this many at once get 503 + Retry-After")
-@click.option("--release-poll", default=2.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="seconds between checks of the release pointer (SIGHUP checks at once)")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="worker processes (each loads the model and opens the release once)",
+)
+@click.option(
+    "--max-inflight",
+    default=32,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="per worker: queries past this many at once get 503 + Retry-After",
+)
+@click.option(
+    "--release-poll",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="seconds between checks of the release pointer (SIGHUP checks at once)",
+)
 @click.pass_obj
 @friendly_errors
 def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
@@ -182,13 +208,28 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
         version = resolve_version(home)
     except VersionNotFound as exc:
         raise UserError(str(exc)) from None
-    env = settings.child_environment(home=home.root, max_inflight=max_inflight, release_poll_s=release_poll,
-                                     lancedb_uri=home.lancedb_uri or None)
+    env = settings.child_environment(
+        home=home.root, max_inflight=max_inflight, release_poll_s=release_poll, lancedb_uri=home.lancedb_uri or None
+    )
     console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s))")
     # uvicorn replaces this process (signals reach it directly); its workers read the settings above
-    command = [sys.executable, "-m", "uvicorn", "infra_rag_assets.service:app_from_env", "--factory",
-               "--host", host, "--port", str(port), "--workers", str(workers), "--log-level", "info",
-               "--timeout-graceful-shutdown", "10"]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "infra_rag_assets.service:app_from_env",
+        "--factory",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "info",
+        "--timeout-graceful-shutdown",
+        "10",
+    ]
     os.execve(sys.executable, command, env)
 
 
@@ -213,8 +254,10 @@ def snapshot(obj, versions) -> None:
             raise UserError(f"index version {version!r} has no chunks in the warehouse")
         manifest = snapshot_from_warehouse(home, version)
         kept = ", ".join(snapshot_files(home.serving_root(), version)) or "none"
-        out.print(f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}"
-                  f" (kept: {kept})")
+        out.print(
+            f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}"
+            f" (kept: {kept})"
+        )
     pointer = publish_pointer(warehouse)
     console.print(f"release pointer: {pointer['current'] or 'nothing released'}")
 

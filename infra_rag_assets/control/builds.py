@@ -19,7 +19,7 @@ import dagster as dg
 from .. import settings
 from ..defs.operate.serving import SERVING_JOBS, ServingDecision, serving_decision, serving_run_config
 from ..defs.partitions import index_version
-from ..defs.resources import PROJECT_ROOT, BuildSettings, DataHomeResource, EmbedderResource
+from ..defs.resources import PROJECT_ROOT, BuildResource, DataHomeResource, EmbedderResource
 from ..rag.index.config import claim_version
 from .graph import build_job_name
 from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
@@ -50,18 +50,21 @@ def open_instance(store: DataHomeResource) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(ensure_dagster_home(store)))
 
 
-def register_version(instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildSettings,
-                     created_by: str) -> str:
+def register_version(
+    instance: dg.DagsterInstance, store: DataHomeResource, settings: BuildResource, created_by: str
+) -> str:
     """Snapshot the current configuration, name a new version, record it, add the partition."""
     config = settings.build_config()
-    version = claim_version(store.data_home().warehouse(), instance.get_dynamic_partitions(index_version.name),
-                            config, created_by)
+    version = claim_version(
+        store.data_home().warehouse(), instance.get_dynamic_partitions(index_version.name), config, created_by
+    )
     instance.add_dynamic_partitions(index_version.name, [version])
     return version
 
 
-def resource_run_config(store: DataHomeResource, settings: BuildSettings, embedding: EmbedderResource | None) -> dict:
+def resource_run_config(store: DataHomeResource, settings: BuildResource, embedding: EmbedderResource | None) -> dict:
     """The CLI's resources as run config of the Definitions' resources (wired once, in definitions.py)."""
+
     def fields(resource) -> dict:
         return {name: getattr(resource, name) for name in type(resource).model_fields}
 
@@ -71,10 +74,18 @@ def resource_run_config(store: DataHomeResource, settings: BuildSettings, embedd
     return config
 
 
-def materialize_version(version: str, stages: list[str], instance: dg.DagsterInstance,
-                        store: DataHomeResource, settings: BuildSettings, embedding: EmbedderResource | None = None,
-                        tags: dict[str, str] | None = None, quiet: bool = True,
-                        run_config: dict | None = None, in_process: bool = False) -> RunOutcome:
+def materialize_version(
+    version: str,
+    stages: list[str],
+    instance: dg.DagsterInstance,
+    store: DataHomeResource,
+    settings: BuildResource,
+    embedding: EmbedderResource | None = None,
+    tags: dict[str, str] | None = None,
+    quiet: bool = True,
+    run_config: dict | None = None,
+    in_process: bool = False,
+) -> RunOutcome:
     """Run the selected stages (and their checks) for ``version`` as one run of a build job.
 
     The run belongs to a job of the code location (``reindex``, ``build_<stage>``), so the UI
@@ -91,21 +102,30 @@ def materialize_version(version: str, stages: list[str], instance: dg.DagsterIns
     return run_job(instance, job_name, run_config, tags, asset_subset=subset, in_process=in_process)
 
 
-def change_serving(instance: dg.DagsterInstance, store: DataHomeResource, action: str, version: str = "",
-                   reason: str = "", tags: dict[str, str] | None = None) -> RunOutcome:
+def change_serving(
+    instance: dg.DagsterInstance,
+    store: DataHomeResource,
+    action: str,
+    version: str = "",
+    reason: str = "",
+    tags: dict[str, str] | None = None,
+) -> RunOutcome:
     """Run the ``release_version`` (action "release") or ``rollback`` job.
 
     Either materializes ``serving_release``, which moves what serves only through
     ``rag.operate.releases.record`` / ``rag.operate.releases.rollback``.
     """
-    run_config = {**serving_run_config(action, version, reason),
-                  "resources": {"store": resource_run_config(store, BuildSettings(), None)["store"]},
-                  "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    run_config = {
+        **serving_run_config(action, version, reason),
+        "resources": {"store": resource_run_config(store, BuildResource(), None)["store"]},
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
     return run_job(instance, SERVING_JOBS[action], run_config, tags or {})
 
 
-def serve_if_approved(instance: dg.DagsterInstance, store: DataHomeResource, build: RunOutcome,
-                      tags: dict[str, str] | None = None) -> RunOutcome | None:
+def serve_if_approved(
+    instance: dg.DagsterInstance, store: DataHomeResource, build: RunOutcome, tags: dict[str, str] | None = None
+) -> RunOutcome | None:
     """After a build run the caller waited for: serve what it approved (``serving_decision``).
 
     None when there is nothing to serve (no approval in this run, or served already).
@@ -116,20 +136,28 @@ def serve_if_approved(instance: dg.DagsterInstance, store: DataHomeResource, bui
     decision: ServingDecision = serving_decision(instance, run)
     if decision.version is None:
         return None
-    return change_serving(instance, store, "release", decision.version, reason=decision.reason,
-                          tags={**(tags or {}), **decision.tags()})
+    return change_serving(
+        instance, store, "release", decision.version, reason=decision.reason, tags={**(tags or {}), **decision.tags()}
+    )
 
 
-def submit_build(instance: dg.DagsterInstance, version: str, through: str, store: DataHomeResource,
-                 settings: BuildSettings, tags: dict[str, str]) -> str:
+def submit_build(
+    instance: dg.DagsterInstance,
+    version: str,
+    through: str,
+    store: DataHomeResource,
+    settings: BuildResource,
+    tags: dict[str, str],
+) -> str:
     """Launch a run of ``build_<through>`` for ``version`` through the workspace and return at once.
 
     With a QueuedRunCoordinator the run waits in the queue for the daemon; with the embedded
     DefaultRunCoordinator it starts now in a detached launcher, outliving this process.
     """
     config = {"resources": resource_run_config(store, settings, None)}
-    run_id, process = launch(instance, build_job_name(through), config, {**tags, "dagster/partition": version},
-                             detach=True)
+    run_id, process = launch(
+        instance, build_job_name(through), config, {**tags, "dagster/partition": version}, detach=True
+    )
     wait_until_created(instance, run_id, process)
     return run_id
 
@@ -147,8 +175,10 @@ def reuse_upstream(instance: dg.DagsterInstance, store: DataHomeResource, versio
     if not copied:
         return ""
     if start not in COPYABLE_FROM:
-        raise ValueError(f"a new version can start --from {', '.join(COPYABLE_FROM)}; "
-                         f"to rerun {start} of an existing version add --version")
+        raise ValueError(
+            f"a new version can start --from {', '.join(COPYABLE_FROM)}; "
+            f"to rerun {start} of an existing version add --version"
+        )
     warehouse = store.data_home().warehouse()
     previous = store.data_home().warehouse().newest_version_with("documents", exclude=version)
     if previous is None:
@@ -158,7 +188,9 @@ def reuse_upstream(instance: dg.DagsterInstance, store: DataHomeResource, versio
         raise ValueError(f"sources changed since {previous}; run a full build (without --from)")
     for asset in copied:
         rows = warehouse.copy_partition(asset, previous, version)
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            asset_key=asset, partition=version,
-            metadata={"copied_from": previous, "dagster/row_count": rows}))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=asset, partition=version, metadata={"copied_from": previous, "dagster/row_count": rows}
+            )
+        )
     return previous

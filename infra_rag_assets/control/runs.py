@@ -66,8 +66,11 @@ class RunOutcome:
 
     def asset_materializations_for_node(self, asset: str) -> list[dg.AssetMaterialization]:
         """As ``dg.JobExecutionResult``'s (an asset's op is named after it), for either kind of run."""
-        return [e.step_materialization_data.materialization for e in self.all_events
-                if e.is_step_materialization and e.asset_key == dg.AssetKey(asset)]
+        return [
+            e.step_materialization_data.materialization
+            for e in self.all_events
+            if e.is_step_materialization and e.asset_key == dg.AssetKey(asset)
+        ]
 
     def get_asset_check_evaluations(self) -> list[dg.AssetCheckEvaluation]:
         return [e.asset_check_evaluation_data for e in self.all_events if e.event_type_value == _CHECK]
@@ -81,8 +84,9 @@ class RunOutcome:
                 continue
             summary = evaluation.metadata.get("summary")
             detail = getattr(summary, "value", summary) or "failed"
-            lines.append(f"check {evaluation.asset_check_key.name} on "
-                         f"{evaluation.asset_key.to_user_string()}: {detail}")
+            lines.append(
+                f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()}: {detail}"
+            )
         return lines
 
 
@@ -91,8 +95,14 @@ def launches_at_once(instance: dg.DagsterInstance) -> bool:
     return not instance.is_ephemeral and not isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
 
 
-def run_job(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: dict[str, str],
-            asset_subset: list[str] | None = None, in_process: bool = False) -> RunOutcome:
+def run_job(
+    instance: dg.DagsterInstance,
+    job_name: str,
+    run_config: dict,
+    tags: dict[str, str],
+    asset_subset: list[str] | None = None,
+    in_process: bool = False,
+) -> RunOutcome:
     """Run ``job_name`` to its end: launched through the workspace when the instance starts runs
     at once and the whole job runs, else in-process. Blocks until the run has ended."""
     if not in_process and asset_subset is None and launches_at_once(instance):
@@ -100,14 +110,20 @@ def run_job(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags:
         return wait_for(instance, run_id, process)
     job = dg.build_reconstructable_job("infra_rag_assets.control.stages", "job_named", reconstructable_args=(job_name,))
     selection = [dg.AssetKey(a) for a in asset_subset] if asset_subset else None
-    result = dg.execute_job(job, instance, run_config=run_config, raise_on_error=False,
-                            tags={**tags, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
-                            asset_selection=selection)
+    result = dg.execute_job(
+        job,
+        instance,
+        run_config=run_config,
+        raise_on_error=False,
+        tags={**tags, HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
+        asset_selection=selection,
+    )
     return RunOutcome.of(result)
 
 
-def launch(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: dict[str, str],
-           detach: bool) -> tuple[str, subprocess.Popen]:
+def launch(
+    instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: dict[str, str], detach: bool
+) -> tuple[str, subprocess.Popen]:
     """Start ``dagster job launch`` for a new run id; its output goes to <DAGSTER_HOME>/launches/.
 
     ``detach`` puts it in its own session, so the run outlives this process and its Ctrl-C.
@@ -115,18 +131,41 @@ def launch(instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: 
     run_id = str(uuid.uuid4())
     log_dir = launch_logs(instance)
     log_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "dagster", "job", "launch", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-               "-l", "infra_rag_assets", "-j", job_name, "--run-id", run_id,
-               "--tags", json.dumps(tags), "--config-json", json.dumps(run_config)]
+    command = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "job",
+        "launch",
+        "-w",
+        str(PROJECT_ROOT / "workspace.yaml"),
+        "-l",
+        "infra_rag_assets",
+        "-j",
+        job_name,
+        "--run-id",
+        run_id,
+        "--tags",
+        json.dumps(tags),
+        "--config-json",
+        json.dumps(run_config),
+    ]
     with open(log_dir / f"{run_id}.log", "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=PROJECT_ROOT, start_new_session=detach,
-                                   env=settings.child_environment(dagster_home=instance.root_directory))
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=PROJECT_ROOT,
+            start_new_session=detach,
+            env=settings.child_environment(dagster_home=instance.root_directory),
+        )
     return run_id, process
 
 
-def wait_until_created(instance: dg.DagsterInstance, run_id: str, process: subprocess.Popen,
-                       timeout: float = 300) -> dg.DagsterRun:
+def wait_until_created(
+    instance: dg.DagsterInstance, run_id: str, process: subprocess.Popen, timeout: float = 300
+) -> dg.DagsterRun:
     """The run once ``dagster job launch`` has stored it; a one-line error if the launch failed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -139,8 +178,9 @@ def wait_until_created(instance: dg.DagsterInstance, run_id: str, process: subpr
     raise ValueError(f"dagster job launch did not create run {run_id} within {timeout:.0f}s")
 
 
-def wait_for(instance: dg.DagsterInstance, run_id: str, process: subprocess.Popen,
-             start_timeout_s: float = 600) -> RunOutcome:
+def wait_for(
+    instance: dg.DagsterInstance, run_id: str, process: subprocess.Popen, start_timeout_s: float = 600
+) -> RunOutcome:
     """Block until the run has ended.
 
     The run worker outlives ``dagster job launch`` (which exits once its code server stops), so

@@ -11,8 +11,7 @@ import dagster as dg
 
 from .reporting import ui_url
 
-UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration",
-            "page_ranker")
+UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration", "page_ranker")
 
 
 def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM) -> list[dict]:
@@ -20,13 +19,19 @@ def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM
     rows = []
     for asset in assets:
         records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[version]), limit=1).records
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[version]), limit=1
+        ).records
         event = records[0] if records else None
         materialization = event.asset_materialization if event else None  # set on every materialization record
-        rows.append({"asset": asset, "run_id": event.run_id if event else "",
-                     "data_version": (materialization.tags or {}).get("dagster/data_version", "")
-                     if materialization else "", "at": _utc_text(event.timestamp) if event else "",
-                     "epoch": event.timestamp if event else 0.0})
+        rows.append(
+            {
+                "asset": asset,
+                "run_id": event.run_id if event else "",
+                "data_version": (materialization.tags or {}).get("dagster/data_version", "") if materialization else "",
+                "at": _utc_text(event.timestamp) if event else "",
+                "epoch": event.timestamp if event else 0.0,
+            }
+        )
     return rows
 
 
@@ -50,6 +55,9 @@ def lineage_table(lineage: list[dict]) -> dg.MarkdownMetadataValue:
 
 def lineage_metadata(lineage: list[dict]) -> dict[str, dg.MetadataValue]:
     """The lineage table, and the time of the newest upstream materialization when there is one."""
-    newest = {"upstream_newest_at": dg.MetadataValue.timestamp(max(r["epoch"] for r in lineage))} \
-        if any(r["epoch"] for r in lineage) else {}
+    newest = (
+        {"upstream_newest_at": dg.MetadataValue.timestamp(max(r["epoch"] for r in lineage))}
+        if any(r["epoch"] for r in lineage)
+        else {}
+    )
     return {"upstream_materializations": lineage_table(lineage), **newest}

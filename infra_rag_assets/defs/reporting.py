@@ -33,12 +33,12 @@ def counts_pivot(frame: pl.DataFrame, row: str, column: str) -> pl.DataFrame:
     """Counts with ``row`` values down and ``column`` values across (e.g. project × status)."""
     if frame.is_empty():
         return frame
-    return (counts_by(frame, row, column).pivot(on=column, index=row, values="count")
-            .fill_null(0).sort(row))
+    return counts_by(frame, row, column).pivot(on=column, index=row, values="count").fill_null(0).sort(row)
 
 
 def log_progress(context: dg.AssetExecutionContext, label: str, every: int):
     """A ``progress(done, total)`` callback that logs every ``every`` items and at the end."""
+
     def progress(done: int, total: int) -> None:
         if done == total or done % every == 0:
             context.log.info(f"{label} {done}/{total}")
@@ -64,5 +64,8 @@ def rounded(value, digits: int = 4):
 def floats(values: dict[str, float | None], digits: int = 4) -> dict[str, dg.MetadataValue]:
     """Headline numbers as float metadata (the UI plots these across materializations): scores
     keep ``digits`` decimals, magnitudes such as latencies in ms keep one."""
-    return {k: dg.MetadataValue.float(round(float(v), digits if abs(v) < 10 else 1))
-            for k, v in values.items() if v is not None}
+    return {
+        k: dg.MetadataValue.float(round(float(v), digits if abs(v) < 10 else 1))
+        for k, v in values.items()
+        if v is not None
+    }

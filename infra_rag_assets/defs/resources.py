@@ -13,7 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from .. import settings
-from ..rag.index.config import AdaptRecipe, BuildConfig, ChunkSettings, make_build_config
+from ..rag.index.config import AdaptRecipe, BuildSettings, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
 from ..rag.ingest.sources import Source, load_sources
 from ..rag.operate.home import DataHome, default_home
@@ -53,45 +53,63 @@ class DataHomeResource(dg.ConfigurableResource):
             instance.add_run_tags(run.run_id, here)
 
 
-class BuildSettings(dg.ConfigurableResource):
+class BuildResource(dg.ConfigurableResource):
     """Sources file and the settings a *new* version is built with (recorded per version)."""
 
     sources_file: str = Field(default_factory=settings.sources_file)
-    model: str = Field(default_factory=default_model, description="sentence-transformers id or local path "
-                       f"(default: env INFRA_RAG_MODEL, else {DEFAULT_MODEL})")
+    model: str = Field(
+        default_factory=default_model,
+        description=f"sentence-transformers id or local path (default: env INFRA_RAG_MODEL, else {DEFAULT_MODEL})",
+    )
     chunk_target_tokens: int = ChunkSettings.target_tokens
     chunk_max_tokens: int = ChunkSettings.max_tokens
     context_line: bool = ChunkSettings.context_line
-    adapt: bool = Field(default_factory=settings.adapt, description="adapt the model to the corpus in the build "
-                        "(domain_model, 10-20 min cold, reused when unchanged); false = quick base-model build "
-                        "(default: env INFRA_RAG_ADAPT, else true)")
+    adapt: bool = Field(
+        default_factory=settings.adapt,
+        description="adapt the model to the corpus in the build "
+        "(domain_model, 10-20 min cold, reused when unchanged); false = quick base-model build "
+        "(default: env INFRA_RAG_ADAPT, else true)",
+    )
     adapt_labelled_examples: int = AdaptRecipe.labelled_examples
     adapt_doc_examples: int = AdaptRecipe.doc_examples
     adapt_epochs: int = AdaptRecipe.epochs
     adapt_max_seq_length: int = AdaptRecipe.max_seq_length
-    train_split: str = Field(default_factory=default_train_split, description="labelled train questions "
-                             "(JSONL, never eval/test); missing = label-free pairs only")
+    train_split: str = Field(
+        default_factory=default_train_split,
+        description="labelled train questions (JSONL, never eval/test); missing = label-free pairs only",
+    )
 
     def recipe(self) -> AdaptRecipe | None:
         """The adaptation recipe a new version records (None: the quick base-model build)."""
         if not self.adapt:
             return None
-        return AdaptRecipe(labelled_examples=self.adapt_labelled_examples, doc_examples=self.adapt_doc_examples,
-                           epochs=self.adapt_epochs, max_seq_length=self.adapt_max_seq_length,
-                           train_split=self.train_split)
+        return AdaptRecipe(
+            labelled_examples=self.adapt_labelled_examples,
+            doc_examples=self.adapt_doc_examples,
+            epochs=self.adapt_epochs,
+            max_seq_length=self.adapt_max_seq_length,
+            train_split=self.train_split,
+        )
 
     def sources(self) -> list[Source]:
         return load_sources(self.sources_file)
 
     def chunk_settings(self) -> ChunkSettings:
-        return ChunkSettings(target_tokens=self.chunk_target_tokens, max_tokens=self.chunk_max_tokens,
-                             context_line=self.context_line)
+        return ChunkSettings(
+            target_tokens=self.chunk_target_tokens, max_tokens=self.chunk_max_tokens, context_line=self.context_line
+        )
 
-    def build_config(self) -> BuildConfig:
+    def build_config(self) -> BuildSettings:
         from ..rag.ingest.parse.dispatch import parser_versions
 
-        return make_build_config(self.sources(), parser_versions(), self.chunk_settings(),
-                                 self.model, model_hash_for(self.model), self.recipe())
+        return make_build_config(
+            self.sources(),
+            parser_versions(),
+            self.chunk_settings(),
+            self.model,
+            model_hash_for(self.model),
+            self.recipe(),
+        )
 
 
 def model_hash_for(model: str) -> str:
@@ -104,19 +122,18 @@ def model_hash_for(model: str) -> str:
         return ""
 
 
-def version_config(store: DataHomeResource, settings: BuildSettings, version: str, created_by: str) -> BuildConfig:
+def version_config(store: DataHomeResource, settings: BuildResource, version: str, created_by: str) -> BuildSettings:
     """The configuration recorded for ``version``; a version made in the UI records it now."""
     warehouse = store.data_home().warehouse()
     recorded = warehouse.version_config(version)
     if recorded is not None:
-        return BuildConfig.from_dict(recorded)
+        return BuildSettings.from_dict(recorded)
     config = settings.build_config()
-    warehouse.record_version(version, config.to_dict(), config.config_hash(),
-                             _fingerprint(config), created_by)
+    warehouse.record_version(version, config.to_dict(), config.config_hash(), _fingerprint(config), created_by)
     return config
 
 
-def _fingerprint(config: BuildConfig) -> str:
+def _fingerprint(config: BuildSettings) -> str:
     from ..rag.index.config import sources_fingerprint
 
     return sources_fingerprint(config.sources)
@@ -125,8 +142,11 @@ def _fingerprint(config: BuildConfig) -> str:
 class EmbedderResource(dg.ConfigurableResource):
     """How to run the embedding model (which model is part of the version's configuration)."""
 
-    batch_size: int = Field(default=8, description="texts per forward pass: 8 measured fastest on 2 CPU cores "
-                            "(23.9 texts/s vs 19.4 at 32 and 16.5 at 64, length-sorted chunks, 2026-12-02)")
+    batch_size: int = Field(
+        default=8,
+        description="texts per forward pass: 8 measured fastest on 2 CPU cores "
+        "(23.9 texts/s vs 19.4 at 32 and 16.5 at 64, length-sorted chunks, 2026-12-02)",
+    )
     device: str = "cpu"
 
     def embedder(self, model: str):

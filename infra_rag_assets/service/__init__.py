@@ -45,8 +45,12 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
         finally:
             state.stop()
 
-    app = FastAPI(title="infra_rag_assets", version="2", lifespan=lifespan,
-                  description="Cited hybrid retrieval over infrastructure docs.")
+    app = FastAPI(
+        title="infra_rag_assets",
+        version="2",
+        lifespan=lifespan,
+        description="Cited hybrid retrieval over infrastructure docs.",
+    )
     app.state.serving = state
     app.include_router(queries)
     app.include_router(operations)
@@ -61,8 +65,9 @@ def app_from_env() -> FastAPI:
     `infra-rag serve` sets (INFRA_RAG_HOME, INFRA_RAG_MAX_INFLIGHT, INFRA_RAG_RELEASE_POLL_S)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     defaults = ServiceSettings()
-    limits = ServiceSettings(max_inflight=env.max_inflight(defaults.max_inflight),
-                             poll_s=env.release_poll_s(defaults.poll_s))
+    limits = ServiceSettings(
+        max_inflight=env.max_inflight(defaults.max_inflight), poll_s=env.release_poll_s(defaults.poll_s)
+    )
     return create_app(DataHome.at(), limits)
 
 
@@ -75,8 +80,14 @@ def _on_sighup(callback) -> None:
             pass
 
 
-def _error(status: int, error_type: str, message: str, trace_id: str | None = None, field: str | None = None,
-           headers: dict | None = None) -> JSONResponse:
+def _error(
+    status: int,
+    error_type: str,
+    message: str,
+    trace_id: str | None = None,
+    field: str | None = None,
+    headers: dict | None = None,
+) -> JSONResponse:
     body = {"type": error_type, "message": message, "trace_id": trace_id or new_trace_id()}
     if field is not None:
         body["field"] = field
@@ -101,8 +112,12 @@ def _error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:  # FastAPI could not decode the body (e.g. invalid UTF-8)
             return _error(400, "invalid_json", "request body is not valid UTF-8 JSON")
         kinds = {404: "not_found", 405: "method_not_allowed"}
-        return _error(exc.status_code, kinds.get(exc.status_code, "http_error"), str(exc.detail),
-                      headers=getattr(exc, "headers", None))
+        return _error(
+            exc.status_code,
+            kinds.get(exc.status_code, "http_error"),
+            str(exc.detail),
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(TracedFailure)
     async def _traced(_: Request, exc: TracedFailure) -> JSONResponse:

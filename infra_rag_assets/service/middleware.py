@@ -16,12 +16,21 @@ Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 
 
-async def send_error(send: Send, status: int, error_type: str, message: str,
-                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_error(
+    send: Send, status: int, error_type: str, message: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps({"error": {"type": error_type, "message": message, "trace_id": uuid.uuid4().hex}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -82,8 +91,13 @@ class InflightLimit:
         settings = self.state.settings
         if self.state.inflight >= settings.max_inflight:
             self.state.rejected += 1
-            return await send_error(send, 503, "overloaded", "server busy: retry shortly",
-                                    [(b"retry-after", str(settings.retry_after_s).encode())])
+            return await send_error(
+                send,
+                503,
+                "overloaded",
+                "server busy: retry shortly",
+                [(b"retry-after", str(settings.retry_after_s).encode())],
+            )
         self.state.inflight += 1
         try:
             await self.app(scope, receive, send)

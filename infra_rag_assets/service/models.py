@@ -15,7 +15,7 @@ from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
 from ..rag.search.engine import MODE_CONFIGS
 from ..rag.search.questions import MAX_QUESTION_CHARS, clean_question
-from ..rag.search.retrieval_config import NAMED_CONFIGS
+from ..rag.search.retrieval_settings import NAMED_CONFIGS
 
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
 ConfigName = Literal[tuple(NAMED_CONFIGS)]  # type: ignore[valid-type]
@@ -27,10 +27,12 @@ class SearchRequest(BaseModel):
 
     question: str = Field(description=f"1..{MAX_QUESTION_CHARS} characters after stripping")
     k: int = Field(default=10, ge=1, le=50)
-    version: str | None = Field(default=None, pattern=VERSION_PATTERN,
-                                description="index version (default: the current release)")
+    version: str | None = Field(
+        default=None, pattern=VERSION_PATTERN, description="index version (default: the current release)"
+    )
     mode: Literal["dense", "lexical", "hybrid"] | None = Field(
-        default=None, description="shorthand for a config: dense, lexical or hybrid (= hybrid-page)")
+        default=None, description="shorthand for a config: dense, lexical or hybrid (= hybrid-page)"
+    )
     config: ConfigName | None = Field(default=None, description="named retrieval config (overrides mode)")
     project: Project | None = None
 

@@ -55,9 +55,16 @@ def _traced(state: ServingState, body: SearchRequest, trace_id: str, run):
         return run()
     except Exception as exc:
         version = state.current.version if state.current else ""
-        state.sink.submit(error_row(origin="service", version=body.version or version, config_name=body.config_name(),
-                                    question=body.question, error=f"{type(exc).__name__}: {exc}"[:300],
-                                    trace_id=trace_id))
+        state.sink.submit(
+            error_row(
+                origin="service",
+                version=body.version or version,
+                config_name=body.config_name(),
+                question=body.question,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                trace_id=trace_id,
+            )
+        )
         raise TracedFailure(exc, trace_id) from exc
 
 
@@ -70,12 +77,21 @@ def search(body: SearchRequest, state: State) -> dict:
         return engine, engine.search(body.question, config=body.config_name(), k=body.k, filters=body.filters())
 
     engine, result = _traced(state, body, trace_id, run)
-    state.sink.submit(trace_row(origin="service", version=engine.version, config_name=body.config_name(),
-                                result=result, trace_id=trace_id))
-    return {"version": engine.version, "config": body.config_name(), "trace_id": trace_id,
-            "abstained": result.abstained, "abstain_reason": result.abstain_reason, "degraded": result.degraded,
-            "hits": [hit_record(h) for h in result.hits],
-            "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+    state.sink.submit(
+        trace_row(
+            origin="service", version=engine.version, config_name=body.config_name(), result=result, trace_id=trace_id
+        )
+    )
+    return {
+        "version": engine.version,
+        "config": body.config_name(),
+        "trace_id": trace_id,
+        "abstained": result.abstained,
+        "abstain_reason": result.abstain_reason,
+        "degraded": result.degraded,
+        "hits": [hit_record(h) for h in result.hits],
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
 
 
 @queries.post("/answer", response_model=AnswerResponse)
@@ -84,14 +100,32 @@ def answer(body: AnswerRequest, state: State) -> dict:
 
     def run():
         engine = state.engine(body.version)
-        return engine, engine.answer(body.question, config=body.config_name(), k=body.k, filters=body.filters(),
-                                     use_claude=False if body.offline else None)
+        return engine, engine.answer(
+            body.question,
+            config=body.config_name(),
+            k=body.k,
+            filters=body.filters(),
+            use_claude=False if body.offline else None,
+        )
 
     engine, outcome = _traced(state, body, trace_id, run)
-    state.sink.submit(trace_row(origin="service", version=engine.version, config_name=body.config_name(),
-                                result=outcome.result, answer=outcome.answer, trace_id=trace_id))
-    return {"version": engine.version, "config": body.config_name(), "trace_id": trace_id,
-            **outcome.answer.to_dict(), "sources": outcome.packed.render_sources()}
+    state.sink.submit(
+        trace_row(
+            origin="service",
+            version=engine.version,
+            config_name=body.config_name(),
+            result=outcome.result,
+            answer=outcome.answer,
+            trace_id=trace_id,
+        )
+    )
+    return {
+        "version": engine.version,
+        "config": body.config_name(),
+        "trace_id": trace_id,
+        **outcome.answer.to_dict(),
+        "sources": outcome.packed.render_sources(),
+    }
 
 
 @operations.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
@@ -103,14 +137,25 @@ def health(state: State) -> JSONResponse:
 @operations.get("/versions", response_model=list[VersionModel])
 def versions(state: State) -> list[dict]:
     serving = state.current.version if state.current else None
-    return [{"index_version": m.version, "created_at": m.created_at, "chunks": m.chunks, "pages": m.pages,
-             "model_id": m.build_config.get("model_id", ""), "adapted": bool(m.build_config.get("adaptation")),
-             "serving": m.version == serving}
-            for m in list_manifests(state.home.serving_root())]
+    return [
+        {
+            "index_version": m.version,
+            "created_at": m.created_at,
+            "chunks": m.chunks,
+            "pages": m.pages,
+            "model_id": m.build_config.get("model_id", ""),
+            "adapted": bool(m.build_config.get("adaptation")),
+            "serving": m.version == serving,
+        }
+        for m in list_manifests(state.home.serving_root())
+    ]
 
 
 @operations.get("/release", response_model=ReleaseResponse)
 def release(state: State) -> dict:
     pointer = releases.read_pointer(state.home.release_pointer())
-    return {"current": pointer.get("current"), "serving": state.current.version if state.current else None,
-            "history": pointer.get("history", [])}
+    return {
+        "current": pointer.get("current"),
+        "serving": state.current.version if state.current else None,
+        "history": pointer.get("history", []),
+    }

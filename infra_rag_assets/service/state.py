@@ -101,8 +101,11 @@ class ServingState:
         except Exception as exc:
             self._failed = (version, stamp)
             self.reload_error = f"cannot open {version}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            log.exception("release %s could not be opened; still serving %s", version,
-                          self.current.version if self.current else "nothing")
+            log.exception(
+                "release %s could not be opened; still serving %s",
+                version,
+                self.current.version if self.current else "nothing",
+            )
             return False
         previous, self.current = self.current, engine
         self.switches, self.reload_error, self._failed = self.switches + 1, "", None
@@ -161,15 +164,26 @@ class ServingState:
         checks: dict[str, dict[str, Any]] = {
             "release": release_check(self.home),
             "index": _index_check(current, self.reload_error),
-            "model": (model_check(current) if current else
-                      {"ok": False, "detail": "no index to check the model against"}),
-            "traces": {**self.sink.health(), "detail": self.sink.last_error or
-                       f"{self.sink.stats['queue_full']} traces written past a full queue"},
-            "load": {"ok": True, "inflight": self.inflight, "max_inflight": self.settings.max_inflight,
-                     "rejected": self.rejected, "release_switches": self.switches},
+            "model": (
+                model_check(current) if current else {"ok": False, "detail": "no index to check the model against"}
+            ),
+            "traces": {
+                **self.sink.health(),
+                "detail": self.sink.last_error or f"{self.sink.stats['queue_full']} traces written past a full queue",
+            },
+            "load": {
+                "ok": True,
+                "inflight": self.inflight,
+                "max_inflight": self.settings.max_inflight,
+                "rejected": self.rejected,
+                "release_switches": self.switches,
+            },
         }
-        return {"ok": all(c["ok"] for c in checks.values()), "version": current.version if current else None,
-                "checks": checks}
+        return {
+            "ok": all(c["ok"] for c in checks.values()),
+            "version": current.version if current else None,
+            "checks": checks,
+        }
 
 
 def _index_check(engine: QueryEngine | None, reload_error: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
 from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
 from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
-from ...rag.search.retrieval_config import DEFAULT_FLOOR
+from ...rag.search.retrieval_settings import DEFAULT_FLOOR
 from ..lineage import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
@@ -47,8 +47,9 @@ class CalibrationConfig(dg.Config):
     "p99, capped at answerable p01. Written as calibration.json in the serving snapshot, where the "
     "query path (CLI, service, eval_run, canary) reads it.",
 )
-def abstention_calibration(context: dg.AssetExecutionContext, config: CalibrationConfig,
-                           store: DataHomeResource) -> dg.MaterializeResult:
+def abstention_calibration(
+    context: dg.AssetExecutionContext, config: CalibrationConfig, store: DataHomeResource
+) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version = context.partition_key
@@ -66,45 +67,74 @@ def abstention_calibration(context: dg.AssetExecutionContext, config: Calibratio
         context.log.info(f"{version}: calibration of {reused.version} reused (identical inputs and code)")
     else:
         with one_torch_thread():  # as served: two threads per query were far slower on shared cores
-            calibration, why_not = measure_calibration(engine, off_topic, answerable, sample=config.sample,
-                                                      seed=config.seed, min_questions=config.min_questions)
+            calibration, why_not = measure_calibration(
+                engine,
+                off_topic,
+                answerable,
+                sample=config.sample,
+                seed=config.seed,
+                min_questions=config.min_questions,
+            )
         if calibration is not None and kept:
             kept.mkdir(parents=True, exist_ok=True)
             write_calibration(kept, calibration)
     if calibration is None:
         context.log.warning(f"{version} not calibrated: {why_not}")
-        return dg.MaterializeResult(metadata={"calibrated": False, "reason": why_not, "floor": DEFAULT_FLOOR},
-                                    data_version=dg.DataVersion(stable_hash(["uncalibrated", why_not], 16)))
+        return dg.MaterializeResult(
+            metadata={"calibrated": False, "reason": why_not, "floor": DEFAULT_FLOOR},
+            data_version=dg.DataVersion(stable_hash(["uncalibrated", why_not], 16)),
+        )
     path = write_calibration(target, calibration)
-    quantiles = pl.DataFrame([{"questions": name, "n": part["n"], **part["quantiles"]}
-                              for name, part in (("off-topic", calibration.off_topic),
-                                                 ("answerable (train)", calibration.answerable))])
+    quantiles = pl.DataFrame(
+        [
+            {"questions": name, "n": part["n"], **part["quantiles"]}
+            for name, part in (("off-topic", calibration.off_topic), ("answerable (train)", calibration.answerable))
+        ]
+    )
     derivation = calibration.derivation
     return dg.MaterializeResult(
-        metadata={"calibrated": True, "floor": calibration.floor, "rule": derivation["rule"],
-                  "off_topic_p99": derivation["off_topic_q99"], "answerable_p01": derivation["answerable_q01"],
-                  "separated": derivation["separated"], "best_cosine_quantiles": md_table(quantiles),
-                  "answerability_rule": dg.MetadataValue.json(calibration.answerability),
-                  "model_hash": calibration.model_hash, "path": dg.MetadataValue.path(str(path)),
-                  "reused_from": reused.version if reused is not None else "measured in this run"},
-        data_version=dg.DataVersion(stable_hash([calibration.floor, calibration.off_topic, calibration.answerable,
-                                                 calibration.answerability], 16)),
+        metadata={
+            "calibrated": True,
+            "floor": calibration.floor,
+            "rule": derivation["rule"],
+            "off_topic_p99": derivation["off_topic_q99"],
+            "answerable_p01": derivation["answerable_q01"],
+            "separated": derivation["separated"],
+            "best_cosine_quantiles": md_table(quantiles),
+            "answerability_rule": dg.MetadataValue.json(calibration.answerability),
+            "model_hash": calibration.model_hash,
+            "path": dg.MetadataValue.path(str(path)),
+            "reused_from": reused.version if reused is not None else "measured in this run",
+        },
+        data_version=dg.DataVersion(
+            stable_hash(
+                [calibration.floor, calibration.off_topic, calibration.answerable, calibration.answerability], 16
+            )
+        ),
     )
 
 
-def _calibration_key(context: dg.AssetExecutionContext, config: CalibrationConfig, store: DataHomeResource,
-                     off_topic, answerable) -> str | None:
+def _calibration_key(
+    context: dg.AssetExecutionContext, config: CalibrationConfig, store: DataHomeResource, off_topic, answerable
+) -> str | None:
     """Everything the calibration is measured from; the version name itself is not part of it.
     None when an upstream has no content address (e.g. indexes built outside Dagster)."""
     version = context.partition_key
-    upstream = [row["data_version"] for row in upstream_lineage(context.instance, version,
-                                                                ("chunks", "vectors", "lexical_index"))]
+    upstream = [
+        row["data_version"]
+        for row in upstream_lineage(context.instance, version, ("chunks", "vectors", "lexical_index"))
+    ]
     if not all(upstream):
         return None
-    return content_key("calibration", {
-        "upstream": upstream, "build_config": store.data_home().warehouse().version_config(version),
-        "questions": [off_topic.version_hash, answerable.version_hash],
-        "config": config.model_dump(exclude={"reuse_identical"})})
+    return content_key(
+        "calibration",
+        {
+            "upstream": upstream,
+            "build_config": store.data_home().warehouse().version_config(version),
+            "questions": [off_topic.version_hash, answerable.version_hash],
+            "config": config.model_dump(exclude={"reuse_identical"}),
+        },
+    )
 
 
 def _reusable(kept, engine) -> Calibration | None:

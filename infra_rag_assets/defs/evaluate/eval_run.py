@@ -34,7 +34,7 @@ from ...rag.evaluate.eval_tables import (
     slice_table,
 )
 from ...rag.evaluate.evaluation import REGIMES, scorecard
-from ...rag.search.retrieval_config import RetrievalConfig
+from ...rag.search.retrieval_settings import RetrievalSettings
 from ..lineage import data_versions, lineage_metadata, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
@@ -59,7 +59,7 @@ class EvalRunConfig(dg.Config):
         return EvalPlan(**self.model_dump())
 
 
-def experiment_configs(config: EvalRunConfig) -> list[RetrievalConfig]:
+def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
     """The run's tuning experiments as retrieval configs (see ``eval_plan.experiment_configs``)."""
     return eval_plan.experiment_configs(config.experiments)
 
@@ -80,8 +80,10 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     version, run_id, home = context.partition_key, context.run.run_id, store.data_home()
     missing = missing_indexes(home, version)
     if missing:  # one line instead of the search library's "table ... was not found" trace
-        raise dg.Failure(f"index version {version} has no {' or '.join(missing)} yet: build it first "
-                         f"(`infra-rag build --version {version} --through indexes`)")
+        raise dg.Failure(
+            f"index version {version} has no {' or '.join(missing)} yet: build it first "
+            f"(`infra-rag build --version {version} --through indexes`)"
+        )
     warehouse, engine, plan = home.warehouse(), QueryEngine(home, version), config.plan()
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
@@ -90,9 +92,16 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     inputs = shared_inputs(plan, engine, known, data_versions(lineage), warehouse.version_config(version))
     with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         outcome = score_or_reuse(
-            plan, engine, known, inputs, project_root=PROJECT_ROOT, cache_root=engine.home.cache("eval_run").root,
-            version=version, log=context.log.info,
-            progress_for=lambda name: log_progress(context, f"{name}: question-regime pairs", 500))
+            plan,
+            engine,
+            known,
+            inputs,
+            project_root=PROJECT_ROOT,
+            cache_root=engine.home.cache("eval_run").root,
+            version=version,
+            log=context.log.info,
+            progress_for=lambda name: log_progress(context, f"{name}: question-regime pairs", 500),
+        )
     results, metrics = eval_frames(outcome.runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
     warehouse.replace_partition("eval_metrics", version, metrics)
@@ -134,18 +143,28 @@ def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR if severity == "critical" else dg.AssetCheckSeverity.WARN,
-        metadata={"gates": md_table(gate_frame(chosen), 50),
-                  "failed": ", ".join(o.gate.name for o in failed) or "none"})
+        metadata={
+            "gates": md_table(gate_frame(chosen), 50),
+            "failed": ", ".join(o.gate.name for o in failed) or "none",
+        },
+    )
 
 
-@dg.asset_check(asset=eval_run, blocking=True, partitions_def=index_version,
-                description="Critical gates of eval/gates.yaml (floors and no-regression vs the current "
-                "release). Blocking: a failing candidate cannot materialize release.")
+@dg.asset_check(
+    asset=eval_run,
+    blocking=True,
+    partitions_def=index_version,
+    description="Critical gates of eval/gates.yaml (floors and no-regression vs the current "
+    "release). Blocking: a failing candidate cannot materialize release.",
+)
 def critical_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     return _gate_result(gate_outcomes(store, context.partition_key), "critical")
 
 
-@dg.asset_check(asset=eval_run, partitions_def=index_version,
-                description="Warning gates of eval/gates.yaml: reported, never blocking.")
+@dg.asset_check(
+    asset=eval_run,
+    partitions_def=index_version,
+    description="Warning gates of eval/gates.yaml: reported, never blocking.",
+)
 def warning_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     return _gate_result(gate_outcomes(store, context.partition_key), "warning")

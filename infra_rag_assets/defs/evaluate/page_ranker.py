@@ -18,9 +18,9 @@ from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
 from ...rag.index.config import stable_hash
 from ...rag.operate.files import write_json_atomic
 from ...rag.search.page_vectors import PageVectors
-from ...rag.search.ranker import FitSettings, Ranker
-from ...rag.search.ranker_features import FEATURE_NAMES
-from ...rag.search.retrieval_config import NAMED_CONFIGS
+from ...rag.search.ranking.features import FEATURE_NAMES
+from ...rag.search.ranking.ranker import FitSettings, Ranker
+from ...rag.search.retrieval_settings import NAMED_CONFIGS
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
 from ..resources import PROJECT_ROOT, DataHomeResource
@@ -45,9 +45,11 @@ class PageRankerConfig(dg.Config):
     "where the hybrid-learned config (CLI, service, eval_run) reads them. Content-addressed: an unchanged "
     "rebuild reuses the weights.",
 )
-def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, store: DataHomeResource) -> dg.MaterializeResult:
+def page_ranker(
+    context: dg.AssetExecutionContext, config: PageRankerConfig, store: DataHomeResource
+) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
-    from ...rag.search.ranker_training import candidate_lists, fit_version_ranker
+    from ...rag.search.ranking.training import candidate_lists, fit_version_ranker
 
     version = context.partition_key
     home = store.data_home()
@@ -57,18 +59,29 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
     page_vectors = PageVectors.of_version(home.vectors_uri(), version, engine.catalog)
     page_vectors.save(home.version(version).page_vectors)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
-    records = answerable_sample(benchmark.records, store.data_home().warehouse().doc_ids(version), config.max_questions,
-                                config.seed)
+    records = answerable_sample(
+        benchmark.records, store.data_home().warehouse().doc_ids(version), config.max_questions, config.seed
+    )
     if len(records) < config.min_questions:
         why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"
         context.log.warning(f"{version}: no ranker fitted, {why}")
-        return dg.MaterializeResult(metadata={"fitted": False, "reason": why},
-                                    data_version=dg.DataVersion(stable_hash(["unfitted", len(records)], 16)))
+        return dg.MaterializeResult(
+            metadata={"fitted": False, "reason": why},
+            data_version=dg.DataVersion(stable_hash(["unfitted", len(records)], 16)),
+        )
     settings = FitSettings()
-    key = stable_hash({"train": benchmark.version_hash, "catalog": engine.manifest.catalog_sha256,
-                       "model": engine.embedder.weights_hash, "questions": [r.id for r in records],
-                       "searchers": NAMED_CONFIGS["hybrid-page"].config_hash(), "features": list(FEATURE_NAMES),
-                       "fit": settings.__dict__}, 16)
+    key = stable_hash(
+        {
+            "train": benchmark.version_hash,
+            "catalog": engine.manifest.catalog_sha256,
+            "model": engine.embedder.weights_hash,
+            "questions": [r.id for r in records],
+            "searchers": NAMED_CONFIGS["hybrid-page"].config_hash(),
+            "features": list(FEATURE_NAMES),
+            "fit": settings.__dict__,
+        },
+        16,
+    )
     rankers, entry = home.cache("ranker"), f"{key}.json"
     cached = rankers.get(entry)
     reused = cached is not None
@@ -78,18 +91,28 @@ def page_ranker(context: dg.AssetExecutionContext, config: PageRankerConfig, sto
         with one_torch_thread():  # query embedding as served (see engine.single_thread_queries)
             candidates = candidate_lists(engine, records, progress=log_progress(context, "questions", 250))
         ranker = fit_version_ranker(candidates, engine.catalog, settings=settings, page_vectors=page_vectors)
-        ranker = Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
-                        meta={**ranker.meta, "trained_on": config.train, "index_version": version})
+        ranker = Ranker(
+            ranker.feature_names,
+            ranker.mean,
+            ranker.scale,
+            ranker.weights,
+            meta={**ranker.meta, "trained_on": config.train, "index_version": version},
+        )
         rankers.put(entry, lambda path: write_json_atomic(path, ranker.to_dict()))
     write_json_atomic(target, ranker.to_dict())
     weights = pl.DataFrame({"feature": ranker.feature_names, "weight": [round(w, 4) for w in ranker.weights]})
     return dg.MaterializeResult(
-        metadata={"fitted": True, "ranker_hash": ranker.hash, "reused_existing": reused,
-                  "train_questions": len(records),
-                  "with_relevant_candidate": int(ranker.meta.get("questions_with_relevant_candidate", 0)),
-                  "pairs": int(ranker.meta.get("pairs", 0)), "page_vectors": len(page_vectors.pages),
-                  "loss": dg.MetadataValue.float(ranker.meta.get("loss", 0.0)),
-                  "largest_weights": md_table(weights.sort(pl.col("weight").abs(), descending=True), 12),
-                  "path": dg.MetadataValue.path(str(target))},
+        metadata={
+            "fitted": True,
+            "ranker_hash": ranker.hash,
+            "reused_existing": reused,
+            "train_questions": len(records),
+            "with_relevant_candidate": int(ranker.meta.get("questions_with_relevant_candidate", 0)),
+            "pairs": int(ranker.meta.get("pairs", 0)),
+            "page_vectors": len(page_vectors.pages),
+            "loss": dg.MetadataValue.float(ranker.meta.get("loss", 0.0)),
+            "largest_weights": md_table(weights.sort(pl.col("weight").abs(), descending=True), 12),
+            "path": dg.MetadataValue.path(str(target)),
+        },
         data_version=dg.DataVersion(ranker.hash),
     )

@@ -4,7 +4,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from ...rag.index.config import BuildConfig, stable_hash
+from ...rag.index.config import BuildSettings, stable_hash
 from ...rag.index.corpus_chunks import chunk_documents
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
@@ -29,24 +29,36 @@ def chunks(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Mat
 
     version = context.partition_key
     warehouse = store.data_home().warehouse()
-    config = BuildConfig.from_dict(warehouse.version_config(version) or {})
+    config = BuildSettings.from_dict(warehouse.version_config(version) or {})
     docs = warehouse.documents_of(version, order_by=("doc_id",))
     if docs.is_empty():
         raise dg.Failure(f"no documents for {version}: materialize documents first")
     counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
     truncated: list[str] = []
-    frame = chunk_documents(docs.iter_rows(named=True), counter, config.chunking,
-                            progress=log_progress(context, "chunked documents", 250), truncated=truncated)
+    frame = chunk_documents(
+        docs.iter_rows(named=True),
+        counter,
+        config.chunking,
+        progress=log_progress(context, "chunked documents", 250),
+        truncated=truncated,
+    )
     if truncated:
-        context.log.warning(f"{len(truncated)} documents stopped at {config.chunking.max_chunks} chunks: "
-                            + ", ".join(truncated[:5]))
+        context.log.warning(
+            f"{len(truncated)} documents stopped at {config.chunking.max_chunks} chunks: " + ", ".join(truncated[:5])
+        )
     rows = warehouse.replace_partition("chunks", version, frame)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
-            "chunks_by_project": md_table(frame.group_by("project").agg(
-                pl.len().alias("chunks"), pl.col("token_count").mean().round(1).alias("mean_tokens"),
-                pl.col("token_count").max().alias("max_tokens")).sort("project")),
+            "chunks_by_project": md_table(
+                frame.group_by("project")
+                .agg(
+                    pl.len().alias("chunks"),
+                    pl.col("token_count").mean().round(1).alias("mean_tokens"),
+                    pl.col("token_count").max().alias("max_tokens"),
+                )
+                .sort("project")
+            ),
             "token_histogram": md_table(token_histogram(frame)),
             "max_chunk_chars": int(frame["text"].str.len_chars().max() or 0),
             "truncated_documents": md_table(pl.DataFrame({"doc_id": truncated}, schema={"doc_id": pl.String}), 20),
@@ -71,23 +83,37 @@ def token_histogram(frame: pl.DataFrame) -> pl.DataFrame:
     return table.select("project", *[lab for lab in labels if lab in table.columns]).sort("project")
 
 
-@dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
-                description="Every chunk is the exact slice document.text[start:end] (ERROR, blocking).")
+@dg.asset_check(
+    asset=chunks,
+    blocking=True,
+    partitions_def=index_version,
+    description="Every chunk is the exact slice document.text[start:end] (ERROR, blocking).",
+)
 def chunks_are_exact_slices(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     bad = store.data_home().warehouse().chunks_not_slices(context.partition_key)
     total = store.data_home().warehouse().chunk_count(context.partition_key)
-    return dg.AssetCheckResult(passed=bad.is_empty() and total > 0,
-                               metadata={"chunks_checked": total, "violations": len(bad),
-                                         "examples": md_table(bad, 10)})
+    return dg.AssetCheckResult(
+        passed=bad.is_empty() and total > 0,
+        metadata={"chunks_checked": total, "violations": len(bad), "examples": md_table(bad, 10)},
+    )
 
 
-@dg.asset_check(asset=chunks, blocking=True, partitions_def=index_version,
-                description="No empty chunk and none over the version's max_tokens or max_chars (ERROR, blocking).")
+@dg.asset_check(
+    asset=chunks,
+    blocking=True,
+    partitions_def=index_version,
+    description="No empty chunk and none over the version's max_tokens or max_chars (ERROR, blocking).",
+)
 def chunks_within_size(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     warehouse = store.data_home().warehouse()
-    config = BuildConfig.from_dict(warehouse.version_config(context.partition_key) or {})
-    bad = warehouse.chunks_out_of_bounds(context.partition_key, config.chunking.max_tokens,
-                                         config.chunking.max_chars)
-    return dg.AssetCheckResult(passed=bad.is_empty(), metadata={
-        "max_tokens": config.chunking.max_tokens, "max_chars": config.chunking.max_chars,
-        "violations": len(bad), "examples": md_table(bad, 10)})
+    config = BuildSettings.from_dict(warehouse.version_config(context.partition_key) or {})
+    bad = warehouse.chunks_out_of_bounds(context.partition_key, config.chunking.max_tokens, config.chunking.max_chars)
+    return dg.AssetCheckResult(
+        passed=bad.is_empty(),
+        metadata={
+            "max_tokens": config.chunking.max_tokens,
+            "max_chars": config.chunking.max_chars,
+            "violations": len(bad),
+            "examples": md_table(bad, 10),
+        },
+    )

@@ -5,7 +5,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from ...rag.index.config import BuildConfig, stable_hash
+from ...rag.index.config import BuildSettings, stable_hash
 from ...rag.index.corpus_chunks import embed_input
 from ...rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
 from ..partitions import index_version
@@ -19,8 +19,8 @@ def _chunks(store: DataHomeResource, version: str) -> pl.DataFrame:
     return frame
 
 
-def _config(store: DataHomeResource, version: str) -> BuildConfig:
-    return BuildConfig.from_dict(store.data_home().warehouse().version_config(version) or {})
+def _config(store: DataHomeResource, version: str) -> BuildSettings:
+    return BuildSettings.from_dict(store.data_home().warehouse().version_config(version) or {})
 
 
 @dg.asset(
@@ -35,7 +35,9 @@ def _config(store: DataHomeResource, version: str) -> BuildConfig:
     "dimension and metric the table metadata records. Vectors come from a content-addressed cache keyed by "
     "(model hash, exact text), so an unchanged rebuild re-embeds nothing.",
 )
-def vectors(context: dg.AssetExecutionContext, store: DataHomeResource, embedding: EmbedderResource) -> dg.MaterializeResult:
+def vectors(
+    context: dg.AssetExecutionContext, store: DataHomeResource, embedding: EmbedderResource
+) -> dg.MaterializeResult:
     from ...rag.index.embedding_cache import EmbeddingCache, embed_with_cache
     from ...rag.index.vector_store import write_vectors
 
@@ -44,22 +46,33 @@ def vectors(context: dg.AssetExecutionContext, store: DataHomeResource, embeddin
     expected, model_id = expected_model_hash(store, version, config, frame)
     embedder = embedding.embedder(model_id)
     if expected and embedder.weights_hash != expected:
-        raise dg.Failure(f"model {model_id} has weights {embedder.weights_hash[:12]}, but {version} "
-                         f"needs {expected[:12]}: build a new index version")
+        raise dg.Failure(
+            f"model {model_id} has weights {embedder.weights_hash[:12]}, but {version} "
+            f"needs {expected[:12]}: build a new index version"
+        )
     texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
     started = time.perf_counter()
-    matrix, stats = embed_with_cache(embedder, EmbeddingCache(store.data_home().cache_dir()), texts,
-                                     batch_size=embedding.batch_size, progress=_embed_progress(context))
+    matrix, stats = embed_with_cache(
+        embedder,
+        EmbeddingCache(store.data_home().cache_dir()),
+        texts,
+        batch_size=embedding.batch_size,
+        progress=_embed_progress(context),
+    )
     info = embedder.info
     table = write_vectors(store.data_home().vectors_uri(), version, frame.to_dicts(), matrix, info)
     total = stats.hits + stats.misses
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": table.rows, "table": table.table,
+            "dagster/row_count": table.rows,
+            "table": table.table,
             "lancedb_uri": dg.MetadataValue.path(store.data_home().vectors_uri()),
-            "model_id": info.model_id, "model_weights_hash": info.weights_hash,
-            "dimension": info.dimension, "metric": info.metric,
-            "cache_hits": stats.hits, "texts_embedded": stats.misses,
+            "model_id": info.model_id,
+            "model_weights_hash": info.weights_hash,
+            "dimension": info.dimension,
+            "metric": info.metric,
+            "cache_hits": stats.hits,
+            "texts_embedded": stats.misses,
             "cache_hit_rate": round(stats.hits / total, 4) if total else 1.0,
             "seconds_embedding": round(stats.seconds_embedding, 2),
             "chunks_per_second": round(stats.misses / stats.seconds_embedding, 1) if stats.seconds_embedding else 0.0,
@@ -67,17 +80,18 @@ def vectors(context: dg.AssetExecutionContext, store: DataHomeResource, embeddin
             "bytes_on_disk": table.bytes_on_disk or 0,
         },
         data_version=dg.DataVersion(
-            stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)),
+            stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)
+        ),
     )
 
 
-def expected_model_hash(store: DataHomeResource, version: str, config: BuildConfig, frame=None) -> tuple[str, str]:
+def expected_model_hash(store: DataHomeResource, version: str, config: BuildSettings, frame=None) -> tuple[str, str]:
     """(weights hash, model id) ``version`` must be embedded with: the configured base model's, or
     the adapted model's from its training record ("" when unknown: the base model could not be
     hashed at registration)."""
     import json
 
-    from ...rag.index.finetune import TRAINING_JSON
+    from ...rag.adapt.finetune import TRAINING_JSON
     from .models import model_for_version
 
     model = model_for_version(store, version, config, frame)
@@ -85,8 +99,10 @@ def expected_model_hash(store: DataHomeResource, version: str, config: BuildConf
         return config.model_hash, model.model_id
     record = model.directory(store) / TRAINING_JSON
     if not record.is_file():
-        raise dg.Failure(f"{version} is adapted but its model {model.key} is not trained: materialize "
-                         f"domain_model for {version} first")
+        raise dg.Failure(
+            f"{version} is adapted but its model {model.key} is not trained: materialize "
+            f"domain_model for {version} first"
+        )
     return json.loads(record.read_text())["trained_weights_hash"], model.model_id
 
 
@@ -120,10 +136,20 @@ def lexical_index(context: dg.AssetExecutionContext, store: DataHomeResource) ->
 
     version = context.partition_key
     frame = _chunks(store, version)
-    docs = (LexicalDoc(chunk_id=r["chunk_id"], doc_id=r["doc_id"], project=r["project"], source=r["source"],
-                       page_kind=r["page_kind"], section_path=r["section_path"], title=r["title"],
-                       text=r["text"], pages=list(r["pages"] or []))
-            for r in frame.iter_rows(named=True))
+    docs = (
+        LexicalDoc(
+            chunk_id=r["chunk_id"],
+            doc_id=r["doc_id"],
+            project=r["project"],
+            source=r["source"],
+            page_kind=r["page_kind"],
+            section_path=r["section_path"],
+            title=r["title"],
+            text=r["text"],
+            pages=list(r["pages"] or []),
+        )
+        for r in frame.iter_rows(named=True)
+    )
     target = store.data_home().version(version).tantivy
     started = time.perf_counter()
     count = build_index(target, docs)
@@ -132,17 +158,18 @@ def lexical_index(context: dg.AssetExecutionContext, store: DataHomeResource) ->
     # Last, after both indexes: a reader that finds the manifest finds everything it names.
     snapshot = snapshot_from_warehouse(store.data_home(), version, frame.iter_rows(named=True))
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": count, "path": dg.MetadataValue.path(str(target)),
-                  "page_documents": page_count,
-                  "serving_snapshot": dg.MetadataValue.path(
-                      str(store.data_home().version(version).snapshot)),
-                  "serving_catalog_sha256": snapshot.catalog_sha256[:16],
-                  # files later stages fitted on these same chunks, kept from the previous snapshot
-                  "serving_files_kept": ", ".join(snapshot_files(store.data_home().serving_root(), version))
-                  or "none",
-                  "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
-                  "seconds_indexing": round(time.perf_counter() - started, 2),
-                  "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0)},
+        metadata={
+            "dagster/row_count": count,
+            "path": dg.MetadataValue.path(str(target)),
+            "page_documents": page_count,
+            "serving_snapshot": dg.MetadataValue.path(str(store.data_home().version(version).snapshot)),
+            "serving_catalog_sha256": snapshot.catalog_sha256[:16],
+            # files later stages fitted on these same chunks, kept from the previous snapshot
+            "serving_files_kept": ", ".join(snapshot_files(store.data_home().serving_root(), version)) or "none",
+            "page_index_path": dg.MetadataValue.path(str(page_index_dir(target))),
+            "seconds_indexing": round(time.perf_counter() - started, 2),
+            "bytes_on_disk": (dir_bytes(target) or 0) + (dir_bytes(page_index_dir(target)) or 0),
+        },
         data_version=dg.DataVersion(stable_hash(frame.select("chunk_id", "text_hash").rows(), 16)),
     )
 
@@ -151,10 +178,16 @@ def _chunk_count(store: DataHomeResource, version: str) -> int:
     return store.data_home().warehouse().chunk_count(version)
 
 
-@dg.asset_check(asset=vectors, blocking=True, partitions_def=index_version,
-                description="Vector rows == chunk count, and the table's model hash is the version's "
-                "model (its domain_model: adapted or the configured base) (ERROR, blocking).")
-def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=vectors,
+    blocking=True,
+    partitions_def=index_version,
+    description="Vector rows == chunk count, and the table's model hash is the version's "
+    "model (its domain_model: adapted or the configured base) (ERROR, blocking).",
+)
+def vectors_match_chunks_and_model(
+    context: dg.AssetCheckExecutionContext, store: DataHomeResource
+) -> dg.AssetCheckResult:
     from ...rag.index.vector_store import count_rows, read_model_info
 
     version = context.partition_key
@@ -162,14 +195,24 @@ def vectors_match_chunks_and_model(context: dg.AssetCheckExecutionContext, store
     built = read_model_info(store.data_home().vectors_uri(), version)
     expected, _ = expected_model_hash(store, version, _config(store, version))
     model_ok = not expected or built.get("weights_hash") == expected
-    return dg.AssetCheckResult(passed=chunks == rows and model_ok, metadata={
-        "chunks": chunks, "vector_rows": rows, "table_model_hash": str(built.get("weights_hash", "")),
-        "expected_model_hash": expected})
+    return dg.AssetCheckResult(
+        passed=chunks == rows and model_ok,
+        metadata={
+            "chunks": chunks,
+            "vector_rows": rows,
+            "table_model_hash": str(built.get("weights_hash", "")),
+            "expected_model_hash": expected,
+        },
+    )
 
 
-@dg.asset_check(asset=lexical_index, blocking=True, partitions_def=index_version,
-                description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
-                "for the version (ERROR, blocking).")
+@dg.asset_check(
+    asset=lexical_index,
+    blocking=True,
+    partitions_def=index_version,
+    description="Lexical documents == chunk count, and page-index documents == pages with chunks, "
+    "for the version (ERROR, blocking).",
+)
 def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     from ...rag.index.lexical_store import LexicalSearcher
     from ...rag.index.page_index import open_page_searcher
@@ -180,5 +223,7 @@ def lexical_matches_chunks(context: dg.AssetCheckExecutionContext, store: DataHo
     page_docs = page_searcher.doc_count() if page_searcher else -1
     chunks = _chunk_count(store, version)
     pages = store.data_home().warehouse().page_count(version)
-    return dg.AssetCheckResult(passed=docs == chunks and page_docs == pages, metadata={
-        "chunks": chunks, "lexical_docs": docs, "pages_with_chunks": pages, "page_index_docs": page_docs})
+    return dg.AssetCheckResult(
+        passed=docs == chunks and page_docs == pages,
+        metadata={"chunks": chunks, "lexical_docs": docs, "pages_with_chunks": pages, "page_index_docs": page_docs},
+    )

@@ -1,6 +1,5 @@
 """documents: parse each snapshotted page into one normalized record with exact spans."""
 
-
 import json
 
 import dagster as dg
@@ -32,7 +31,9 @@ def documents(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.
     if pages.is_empty():
         raise dg.Failure(f"no source_pages rows for {version}: materialize source_pages first")
     reusable = _reusable_parses(warehouse, version, pages)
-    frame, reused = parse_documents(pages, store.data_home().blobs(), reusable, progress=log_progress(context, "parsed", 250))
+    frame, reused = parse_documents(
+        pages, store.data_home().blobs(), reusable, progress=log_progress(context, "parsed", 250)
+    )
     rows = warehouse.replace_partition("documents", version, frame)
     frame = frame.with_columns(pl.col("status").str.replace(r"^duplicate_of:.*", "duplicate"))
     return dg.MaterializeResult(
@@ -46,8 +47,9 @@ def documents(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.
             "largest_pages": md_table(frame.sort("char_count", descending=True).select("doc_id", "char_count"), 5),
             "preview": md_table(frame.select("doc_id", "title", "page_kind", "status", "section_count"), 10),
         },
-        data_version=dg.DataVersion(stable_hash(frame.select("doc_id", "content_hash", "status")
-                                                .sort("doc_id").rows(), 16)),
+        data_version=dg.DataVersion(
+            stable_hash(frame.select("doc_id", "content_hash", "status").sort("doc_id").rows(), 16)
+        ),
     )
 
 
@@ -69,46 +71,87 @@ def _reusable_parses(warehouse, version: str, pages: pl.DataFrame) -> dict[tuple
 def document_from_row(row: dict) -> ParsedDocument:
     """Rebuild the record (with typed spans) from a warehouse row."""
     return ParsedDocument(
-        text=row["text"], title=row["title"], status=row["status"], reason=row["reason"],
-        description=row["description"], page_kind=row["page_kind"],
+        text=row["text"],
+        title=row["title"],
+        status=row["status"],
+        reason=row["reason"],
+        description=row["description"],
+        page_kind=row["page_kind"],
         sections=[Section(**{**s, "path": tuple(s["path"])}) for s in json.loads(row["sections_json"])],
         page_spans=[PageSpan(**p) for p in json.loads(row["page_spans_json"])],
-        parser=row["parser"], parser_version=row["parser_version"],
+        parser=row["parser"],
+        parser_version=row["parser_version"],
     )
 
 
-@dg.asset_check(asset=documents, blocking=True, partitions_def=index_version,
-                description="Every section and page span lies inside its document and every heading span "
-                "slices its heading text (ERROR, blocking).")
+@dg.asset_check(
+    asset=documents,
+    blocking=True,
+    partitions_def=index_version,
+    description="Every section and page span lies inside its document and every heading span "
+    "slices its heading text (ERROR, blocking).",
+)
 def documents_spans_are_exact(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     version = context.partition_key
-    rows = store.data_home().warehouse().documents_of(version, ("doc_id", "text", "title", "status", "reason", "description",
-                                                    "page_kind", "sections_json", "page_spans_json", "parser",
-                                                    "parser_version"))
+    rows = (
+        store.data_home()
+        .warehouse()
+        .documents_of(
+            version,
+            (
+                "doc_id",
+                "text",
+                "title",
+                "status",
+                "reason",
+                "description",
+                "page_kind",
+                "sections_json",
+                "page_spans_json",
+                "parser",
+                "parser_version",
+            ),
+        )
+    )
     bad = []
     for row in rows.to_dicts():
         problems = check_spans(document_from_row(row))
         if problems:
             bad.append({"doc_id": row["doc_id"], "problem": problems[0], "count": len(problems)})
     return dg.AssetCheckResult(
-        passed=not bad, severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"documents_checked": len(rows), "documents_with_bad_spans": len(bad),
-                  "examples": md_table(pl.DataFrame(bad) if bad else pl.DataFrame(), 10)},
+        passed=not bad,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "documents_checked": len(rows),
+            "documents_with_bad_spans": len(bad),
+            "examples": md_table(pl.DataFrame(bad) if bad else pl.DataFrame(), 10),
+        },
     )
 
 
-@dg.asset_check(asset=documents, partitions_def=index_version,
-                description="Share of pages per project that failed to parse "
-                f"(error/too_large) stays under {FAILURE_RATE_WARN:.0%} (WARN).")
+@dg.asset_check(
+    asset=documents,
+    partitions_def=index_version,
+    description="Share of pages per project that failed to parse "
+    f"(error/too_large) stays under {FAILURE_RATE_WARN:.0%} (WARN).",
+)
 def documents_failure_rate(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     version = context.partition_key
-    rates = store.data_home().warehouse().parse_failures_by_project(version).with_columns(
-        (pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
+    rates = (
+        store.data_home()
+        .warehouse()
+        .parse_failures_by_project(version)
+        .with_columns((pl.col("failed") / pl.col("pages")).round(4).alias("failure_rate"))
+    )
     worst = float(rates["failure_rate"].max() or 0.0) if not rates.is_empty() else 0.0
     over = rates.filter(pl.col("failure_rate") > FAILURE_RATE_WARN)
     summary = ", ".join(f"{r['project']} {r['failed']}/{r['pages']} ({r['failure_rate']:.0%})" for r in over.to_dicts())
     return dg.AssetCheckResult(
-        passed=worst <= FAILURE_RATE_WARN, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"worst_failure_rate": worst, "by_project": md_table(rates),
-                  "summary": f"pages failing to parse over {FAILURE_RATE_WARN:.0%}: {summary}" if summary else "ok"},
+        passed=worst <= FAILURE_RATE_WARN,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "worst_failure_rate": worst,
+            "by_project": md_table(rates),
+            "summary": f"pages failing to parse over {FAILURE_RATE_WARN:.0%}: {summary}" if summary else "ok",
+        },
     )

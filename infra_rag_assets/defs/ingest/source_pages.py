@@ -1,6 +1,5 @@
 """source_pages: snapshot every page of every configured source into the blob store."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -8,7 +7,7 @@ from ...rag.index.config import stable_hash
 from ...rag.ingest.pipeline import list_pages, snapshot_pages
 from ..partitions import index_version
 from ..reporting import counts_pivot, log_progress, md_table
-from ..resources import BuildSettings, DataHomeResource, version_config
+from ..resources import BuildResource, DataHomeResource, version_config
 
 
 @dg.asset(
@@ -19,7 +18,9 @@ from ..resources import BuildSettings, DataHomeResource, version_config
     description="One row per source file: URL, upstream, license, bytes hash, size, fetch status. "
     "Bytes are snapshotted into a content-addressed blob store so the version stays reproducible.",
 )
-def source_pages(context: dg.AssetExecutionContext, store: DataHomeResource, settings: BuildSettings) -> dg.MaterializeResult:
+def source_pages(
+    context: dg.AssetExecutionContext, store: DataHomeResource, settings: BuildResource
+) -> dg.MaterializeResult:
     version = context.partition_key
     config = version_config(store, settings, version, created_by=f"run:{context.run.run_id}")
     sources = [s for s in settings.sources() if s.name in {snap["name"] for snap in config.sources}]
@@ -32,10 +33,10 @@ def source_pages(context: dg.AssetExecutionContext, store: DataHomeResource, set
             "dagster/row_count": rows,
             "pages_by_project_and_status": md_table(counts_pivot(frame, "project", "fetch_status")),
             "total_bytes": int(frame["size_bytes"].sum()),
-            "largest_pages": md_table(frame.sort("size_bytes", descending=True)
-                                      .select("doc_id", "size_bytes", "url"), 5),
-            "slowest_reads": md_table(frame.sort("read_ms", descending=True)
-                                      .select("doc_id", "read_ms"), 5),
+            "largest_pages": md_table(
+                frame.sort("size_bytes", descending=True).select("doc_id", "size_bytes", "url"), 5
+            ),
+            "slowest_reads": md_table(frame.sort("read_ms", descending=True).select("doc_id", "read_ms"), 5),
             "preview": md_table(frame.select("doc_id", "project", "url", "bytes_hash", "fetch_status"), 10),
             "config_hash": config.config_hash(),
             "blob_store": dg.MetadataValue.path(str(store.data_home().blobs().root)),
@@ -48,4 +49,3 @@ def pages_version(frame: pl.DataFrame) -> str:
     """Roll page bytes hashes up into one data version: it moves exactly when a page does."""
     pairs = frame.select("doc_id", "bytes_hash").sort("doc_id").rows()
     return stable_hash(pairs, 16)
-

@@ -6,7 +6,7 @@ import dagster as dg
 from ...rag.index.config import claim_version, sources_fingerprint
 from ...rag.ingest.sources import SourceConfigError
 from ..partitions import index_version
-from ..resources import BuildSettings, DataHomeResource
+from ..resources import BuildResource, DataHomeResource
 from .release import release_version_job
 from .serving import serving_decision
 
@@ -19,7 +19,7 @@ from .serving import serving_decision
     "On a change, register a new index_version and request the reindex run for it; otherwise skip "
     "with the reason.",
 )
-def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource, settings: BuildSettings):
+def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource, settings: BuildResource):
     try:
         config = settings.build_config()
     except SourceConfigError as exc:  # a broken sources.yaml or mirror registers nothing
@@ -29,13 +29,19 @@ def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource
     latest = warehouse.newest_version()
     if latest and latest[1] == fingerprint:
         return dg.SkipReason(f"sources unchanged since {latest[0]} (fingerprint {fingerprint[:12]})")
-    version = claim_version(warehouse, context.instance.get_dynamic_partitions(index_version.name),
-                            config, created_by="sensor")
+    version = claim_version(
+        warehouse, context.instance.get_dynamic_partitions(index_version.name), config, created_by="sensor"
+    )
     changed = _changed_sources(latest[0] if latest else None, config.sources, warehouse)
     return dg.SensorResult(
         dynamic_partitions_requests=[index_version.build_add_request([version])],
-        run_requests=[dg.RunRequest(partition_key=version, run_key=f"reindex-{version}",
-                                    tags={"infra_rag/origin": "sensor", "infra_rag/changed": ",".join(changed)})],
+        run_requests=[
+            dg.RunRequest(
+                partition_key=version,
+                run_key=f"reindex-{version}",
+                tags={"infra_rag/origin": "sensor", "infra_rag/changed": ",".join(changed)},
+            )
+        ],
     )
 
 
@@ -58,5 +64,8 @@ def serve_approved_builds(context: dg.RunStatusSensorContext):
     decision = serving_decision(context.instance, context.dagster_run)
     if decision.version is None:
         return dg.SkipReason(decision.reason)
-    return dg.RunRequest(run_key=f"serve-{decision.version}-{decision.build_run_id}",
-                         run_config=decision.run_config(), tags=decision.tags())
+    return dg.RunRequest(
+        run_key=f"serve-{decision.version}-{decision.build_run_id}",
+        run_config=decision.run_config(),
+        tags=decision.tags(),
+    )

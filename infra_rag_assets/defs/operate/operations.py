@@ -24,9 +24,12 @@ class CanaryConfig(dg.Config):
 
 
 CANARY_CHECK = dg.AssetCheckSpec(
-    "release_canary", asset="serving_release", blocking=False,
+    "release_canary",
+    asset="serving_release",
+    blocking=False,
     description="Hourly canary: known questions against what serves; each expected page in the top 5 hits, "
-    "the unanswerable one abstains (skipped without a floor). Traces with origin 'canary'.")
+    "the unanswerable one abstains (skipped without a floor). Traces with origin 'canary'.",
+)
 
 
 # A multi-asset check only so that its op (and run config path) is named `release_canary`.
@@ -39,26 +42,42 @@ def release_canary(context: dg.AssetCheckExecutionContext, config: CanaryConfig,
     except Exception as exc:  # noqa: BLE001 - nothing serves / bad file: a failed check, one line
         message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         context.log.error(f"canary could not run: {message}")
-        yield dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
-                                  metadata={"error": message})
+        yield dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata={"error": message})
         return
-    rows = [{"canary": r.id, "status": r.status, "expected": r.expected_outcome, "outcome": r.outcome,
-             "rank": r.rank, "detail": r.detail} for r in report.results]
+    rows = [
+        {
+            "canary": r.id,
+            "status": r.status,
+            "expected": r.expected_outcome,
+            "outcome": r.outcome,
+            "rank": r.rank,
+            "detail": r.detail,
+        }
+        for r in report.results
+    ]
     yield dg.AssetCheckResult(
-        passed=not report.failed, severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"serving_version": report.version, "is_current_release": report.released,
-                  "retrieval_config": report.config, "summary": report.to_dict()["summary"],
-                  "results": md_table(pl.DataFrame(rows))},
+        passed=not report.failed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "serving_version": report.version,
+            "is_current_release": report.released,
+            "retrieval_config": report.config,
+            "summary": report.to_dict()["summary"],
+            "results": md_table(pl.DataFrame(rows)),
+        },
     )
 
 
 canary_job = dg.define_asset_job(
-    name="canary", selection=dg.AssetSelection.checks(release_canary),
+    name="canary",
+    selection=dg.AssetSelection.checks(release_canary),
     description="Run the release canary check once (no asset is materialized).",
 )
 
 canary_hourly = dg.ScheduleDefinition(
-    name="canary_hourly", job=canary_job, cron_schedule="0 * * * *",
+    name="canary_hourly",
+    job=canary_job,
+    cron_schedule="0 * * * *",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Hourly canary against the serving release; cheap (five searches), read-only but for traces.",
 )

@@ -50,13 +50,16 @@ def release(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Ma
     _refuse_unless_approved(store, version)
     numbers = headline_metrics(store.data_home().warehouse(), version)
     lineage = upstream_lineage(context.instance, version, (*UPSTREAM, "eval_run"))
-    return dg.MaterializeResult(metadata={
-        **floats(numbers), "approved_version": version,
-        "lineage": lineage_table(lineage),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            **floats(numbers),
+            "approved_version": version,
+            "lineage": lineage_table(lineage),
+        }
+    )
 
 
-class ServingChange(dg.Config):
+class ServingChangeConfig(dg.Config):
     action: str = "release"  # "release": serve `version`; "rollback": serve the previous release again
     version: str = ""
     reason: str = ""
@@ -68,13 +71,16 @@ class ServingChange(dg.Config):
     group_name="serving",
     kinds={"duckdb"},
     owners=["team:search-platform"],
-    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(days=releases.MAX_AGE_DAYS),
-                                                    warn_window=timedelta(days=releases.WARN_AGE_DAYS)),
+    freshness_policy=dg.FreshnessPolicy.time_window(
+        fail_window=timedelta(days=releases.MAX_AGE_DAYS), warn_window=timedelta(days=releases.WARN_AGE_DAYS)
+    ),
     description="What serves now. Materialized by the release_version job (serve an approved version) and the "
     "rollback job (serve the previous release again), both through the append-only release history; "
     "metadata names the version, its scorecard, the actor and the reason. The canary checks it hourly.",
 )
-def serving_release(context: dg.AssetExecutionContext, config: ServingChange, store: DataHomeResource) -> dg.MaterializeResult:
+def serving_release(
+    context: dg.AssetExecutionContext, config: ServingChangeConfig, store: DataHomeResource
+) -> dg.MaterializeResult:
     warehouse = store.data_home().warehouse()
     actor = config.actor or context.run.tags.get("user") or None
     previous = releases.current_release(warehouse)
@@ -88,28 +94,53 @@ def serving_release(context: dg.AssetExecutionContext, config: ServingChange, st
             event = releases.history(warehouse)[-1]  # already serving: no new event
             releases.publish_pointer(warehouse)  # idempotent; repairs a pointer a crash left stale
         else:
-            event = releases.record(warehouse, config.version, "release", run_id=context.run.run_id,
-                                    reason=config.reason or f"gates passed (run {context.run.run_id[:8]})",
-                                    metrics=headline_metrics(warehouse, config.version), actor=actor)
+            event = releases.record(
+                warehouse,
+                config.version,
+                "release",
+                run_id=context.run.run_id,
+                reason=config.reason or f"gates passed (run {context.run.run_id[:8]})",
+                metrics=headline_metrics(warehouse, config.version),
+                actor=actor,
+            )
     else:
         raise dg.Failure(f"unknown action {config.action!r}: release or rollback")
     context.log.info(f"serving {event.index_version} ({event.action} by {event.actor}: {event.reason})")
-    return dg.MaterializeResult(metadata={**serving_metadata(warehouse, event, moved=previous != event.index_version),
-                                          "this_run": run_link(context.run.run_id)})
+    return dg.MaterializeResult(
+        metadata={
+            **serving_metadata(warehouse, event, moved=previous != event.index_version),
+            "this_run": run_link(context.run.run_id),
+        }
+    )
 
 
 def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> dict:
     numbers = headline_metrics(warehouse, event.index_version)
     scorecard = pl.DataFrame([{"metric": k, "value": rounded(v)} for k, v in numbers.items()])
-    history = [{"at": f"{e.occurred_at:%Y-%m-%d %H:%M:%S}", "action": e.action, "version": e.index_version,
-                "actor": e.actor, "reason": e.reason} for e in reversed(releases.history(warehouse)[-10:])]
+    history = [
+        {
+            "at": f"{e.occurred_at:%Y-%m-%d %H:%M:%S}",
+            "action": e.action,
+            "version": e.index_version,
+            "actor": e.actor,
+            "reason": e.reason,
+        }
+        for e in reversed(releases.history(warehouse)[-10:])
+    ]
     return {
-        "serving_version": event.index_version, "action": event.action if moved else f"{event.action} (unchanged)",
-        "previous_version": event.previous_version or "none", "actor": event.actor, "reason": event.reason,
-        "since": dg.MetadataValue.timestamp(event.occurred_at.timestamp()
-                                            if event.occurred_at.tzinfo else _utc(event.occurred_at)),
-        "release_run": run_link(event.run_id), "event_id": event.event_id,
-        **floats(numbers), "scorecard": md_table(scorecard), "history": md_table(pl.DataFrame(history)),
+        "serving_version": event.index_version,
+        "action": event.action if moved else f"{event.action} (unchanged)",
+        "previous_version": event.previous_version or "none",
+        "actor": event.actor,
+        "reason": event.reason,
+        "since": dg.MetadataValue.timestamp(
+            event.occurred_at.timestamp() if event.occurred_at.tzinfo else _utc(event.occurred_at)
+        ),
+        "release_run": run_link(event.run_id),
+        "event_id": event.event_id,
+        **floats(numbers),
+        "scorecard": md_table(scorecard),
+        "history": md_table(pl.DataFrame(history)),
     }
 
 
@@ -120,11 +151,17 @@ def _utc(naive) -> float:
 SERVING = dg.AssetSelection.assets(serving_release).without_checks()  # the canary runs on its own clock
 
 release_version_job = dg.define_asset_job(
-    name="release_version", selection=SERVING, executor_def=dg.in_process_executor,
+    name="release_version",
+    selection=SERVING,
+    executor_def=dg.in_process_executor,
     config={"ops": {"serving_release": {"config": {"action": "release", "version": "", "reason": ""}}}},
-    description="Serve an approved index version (set `version`): records a release event.")
+    description="Serve an approved index version (set `version`): records a release event.",
+)
 
 rollback_job = dg.define_asset_job(
-    name="rollback", selection=SERVING, executor_def=dg.in_process_executor,
+    name="rollback",
+    selection=SERVING,
+    executor_def=dg.in_process_executor,
     config={"ops": {"serving_release": {"config": {"action": "rollback", "reason": ""}}}},
-    description="Serve the previously released version again (a new event; nothing deleted).")
+    description="Serve the previously released version again (a new event; nothing deleted).",
+)

@@ -26,8 +26,11 @@ def served_traces(context: dg.AssetExecutionContext, store: DataHomeResource) ->
     context.log.info(f"{added} new traces loaded ({seen} in the segments)")
     by_origin = store.data_home().warehouse().trace_counts()
     total = int(by_origin["traces"].sum()) if by_origin.height else 0
-    return dg.MaterializeResult(metadata={
-        "new_traces": dg.MetadataValue.int(added), "traces_in_segments": dg.MetadataValue.int(seen),
-        "dagster/row_count": dg.MetadataValue.int(total),
-        "by_origin": md_table(by_origin if by_origin.height else pl.DataFrame({"origin": [], "traces": []})),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "new_traces": dg.MetadataValue.int(added),
+            "traces_in_segments": dg.MetadataValue.int(seen),
+            "dagster/row_count": dg.MetadataValue.int(total),
+            "by_origin": md_table(by_origin if by_origin.height else pl.DataFrame({"origin": [], "traces": []})),
+        }
+    )

@@ -47,11 +47,13 @@ def serving_decision(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Servin
     if run.job_name != "reindex" or not version:
         return ServingDecision(run.run_id, f"run {short}: not an index-version build")
     approved = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release"), asset_partitions=[version]), limit=1).records
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release"), asset_partitions=[version]), limit=1
+    ).records
     if not approved or approved[0].run_id != run.run_id:
         return ServingDecision(run.run_id, f"{version} was not approved by run {short}")
-    served = instance.get_runs(dg.RunsFilter(job_name=SERVING_JOBS["release"], tags={SERVED_BUILD_TAG: run.run_id}),
-                               limit=1)
+    served = instance.get_runs(
+        dg.RunsFilter(job_name=SERVING_JOBS["release"], tags={SERVED_BUILD_TAG: run.run_id}), limit=1
+    )
     if served:
         return ServingDecision(run.run_id, f"{version} of run {short} is served already (run {served[0].run_id[:8]})")
     return ServingDecision(run.run_id, f"reindex run {short} passed the gates", version)

@@ -34,6 +34,7 @@ from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_m
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL
 DEFAULT_PROMPT = "answer-with-citations"
 
+
 def answer_with_claude(
     question: str,
     passages: Sequence[PassageLike],
@@ -130,7 +131,7 @@ def _render_blocks(blocks: list[Any], passages: Sequence[PassageLike],
                 numbers.append(cit.passage_number)
         body = block.text.rstrip()
         markers = "".join(f" [{n}]" for n in numbers)
-        parts.append(body + markers + block.text[len(body):])
+        parts.append(body + markers + block.text[len(body) :])
     return "".join(parts).strip(), list(citations.values())
 
 
@@ -171,8 +172,6 @@ def _one_line_error(exc: anthropic.AnthropicError) -> str:
 def _error_answer(base: AnswerBase, error: str, started: float) -> Answer:
     return Answer(text="", citations=[], outcome="error", error=error,
                   latency_ms=elapsed_ms(started), **base)  # fmt: skip
-
-
 
 
 # --- Routing ------------------------------------------------------------------------------

@@ -126,8 +126,7 @@ def _from_spec(spec_path: Path, repo_root: Path) -> Benchmark:
     data_path = Path(expand_env(str(spec["data"])))
     data_path = data_path if data_path.is_absolute() else repo_root / data_path
     if not data_path.is_file():
-        raise BenchmarkError(f"{spec_path}: data file not found: {data_path}"
-                             " (set INFRA_RAG_BENCH?)")
+        raise BenchmarkError(f"{spec_path}: data file not found: {data_path} (set INFRA_RAG_BENCH?)")
     data = data_path.read_bytes()
     rows = _read_jsonl(data_path)
     expected = spec.get("expected_rows")
@@ -150,7 +149,9 @@ def _mapped_record(row: dict, spec: dict, where: str) -> BenchRecord:
     relevant = (template.format(**{fields["relevant_page"]: page}),) if page else ()
     mode = row.get("answer_mode")
     return BenchRecord(
-        id=str(values["id"]), question=str(values["question"]), relevant=relevant,
+        id=str(values["id"]),
+        question=str(values["question"]),
+        relevant=relevant,
         reference_answer=str(values.get("reference_answer") or ""),
         category=str(spec.get("category") or "default"),
         page_kind=str(values.get("page_kind") or "unknown"),
@@ -176,15 +177,18 @@ def _own_record(row: dict, where: str) -> BenchRecord:
     if missing:
         raise BenchmarkError(f"{where}: missing {', '.join(missing)}")
     relevant = row.get("relevant")
-    if not isinstance(relevant, list) or not all(isinstance(d, str) and _DOC_ID.match(d)
-                                                 for d in relevant):
+    if not isinstance(relevant, list) or not all(isinstance(d, str) and _DOC_ID.match(d) for d in relevant):
         raise BenchmarkError(f"{where}: 'relevant' must be a list of '<source>:<page_id>' ids")
     if (row["category"] == UNANSWERABLE) != (not relevant):
         raise BenchmarkError(f"{where}: only category {UNANSWERABLE!r} may have no relevant pages")
     return BenchRecord(
-        id=str(row["id"]), question=str(row["question"]), relevant=tuple(relevant),
-        reference_answer=str(row.get("reference_answer") or ""), category=str(row["category"]),
-        page_kind=str(row.get("page_kind") or "unknown"), why=str(row.get("why") or ""),
+        id=str(row["id"]),
+        question=str(row["question"]),
+        relevant=tuple(relevant),
+        reference_answer=str(row.get("reference_answer") or ""),
+        category=str(row["category"]),
+        page_kind=str(row.get("page_kind") or "unknown"),
+        why=str(row.get("why") or ""),
     )
 
 
@@ -199,8 +203,9 @@ def _check_unique(records: list[BenchRecord], path: Path) -> None:
 # --- coverage ------------------------------------------------------------------------------
 
 
-def coverage(records: Iterable[BenchRecord],
-             known_doc_ids: Iterable[str]) -> tuple[list[BenchRecord], list[BenchRecord]]:
+def coverage(
+    records: Iterable[BenchRecord], known_doc_ids: Iterable[str]
+) -> tuple[list[BenchRecord], list[BenchRecord]]:
     """Split records into (covered, uncovered) against the doc ids of a built corpus.
 
     An answerable record is covered when any relevant page exists in the corpus; scoring an
@@ -216,12 +221,12 @@ def coverage(records: Iterable[BenchRecord],
     return covered, uncovered
 
 
-def answerable_sample(records: Sequence[BenchRecord], known_doc_ids: Iterable[str], size: int,
-                      seed: int = 0) -> list[BenchRecord]:
+def answerable_sample(
+    records: Sequence[BenchRecord], known_doc_ids: Iterable[str], size: int, seed: int = 0
+) -> list[BenchRecord]:
     """A fixed, seeded sample of answerable records whose relevant page the version has (``size``
     0: all of them, shuffled). The calibration and the page ranker derive from these."""
     covered, _ = coverage((r for r in records if not r.should_abstain), known_doc_ids)
     covered.sort(key=lambda r: r.id)
     random.Random(seed).shuffle(covered)
     return covered[:size] if size else covered
-

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..search.calibration import Calibration, calibrate
-from ..search.retrieval_config import RetrievalConfig
+from ..search.retrieval_settings import RetrievalSettings
 from .benchmarks import Benchmark, answerable_sample
 
-DENSE_PROBE = RetrievalConfig(name="calibration-probe", mode="dense", floor=None, depth=1)
+DENSE_PROBE = RetrievalSettings(name="calibration-probe", mode="dense", floor=None, depth=1)
 MIN_QUESTIONS = 20  # fewer than this and a 1st/99th percentile means nothing
 
 
@@ -23,22 +23,42 @@ def best_cosine(engine, question: str) -> float | None:
     return float(ranking[0][1]) if ranking else None
 
 
-def measure_calibration(engine, off_topic: Benchmark, answerable: Benchmark, *, sample: int = 500, seed: int = 0,
-                        min_questions: int = MIN_QUESTIONS) -> tuple[Calibration | None, str]:
+def measure_calibration(
+    engine,
+    off_topic: Benchmark,
+    answerable: Benchmark,
+    *,
+    sample: int = 500,
+    seed: int = 0,
+    min_questions: int = MIN_QUESTIONS,
+) -> tuple[Calibration | None, str]:
     """(calibration, "") or (None, why not): too few questions leave the version uncalibrated."""
     known = {row["doc_id"] for row in engine.catalog.values()}
     chosen = answerable_sample(answerable.records, known, sample, seed)
     refused = [r for r in off_topic.records if r.should_abstain]
     if len(chosen) < min_questions or len(refused) < min_questions:
-        return None, (f"too few questions to calibrate ({len(chosen)} answerable with a page in the version, "
-                      f"{len(refused)} off-topic; {min_questions} each needed): the fixed floor applies")
-    cosines = {name: [c for c in (best_cosine(engine, r.question) for r in records) if c is not None]
-               for name, records in (("off_topic", refused), ("answerable", chosen))}
+        return None, (
+            f"too few questions to calibrate ({len(chosen)} answerable with a page in the version, "
+            f"{len(refused)} off-topic; {min_questions} each needed): the fixed floor applies"
+        )
+    cosines = {
+        name: [c for c in (best_cosine(engine, r.question) for r in records) if c is not None]
+        for name, records in (("off_topic", refused), ("answerable", chosen))
+    }
     sources: dict[str, dict[str, Any]] = {
         "off_topic": {"benchmark": off_topic.name, "benchmark_hash": off_topic.version_hash},
-        "answerable": {"benchmark": answerable.name, "benchmark_hash": answerable.version_hash,
-                       "sample": sample, "seed": seed}}
+        "answerable": {
+            "benchmark": answerable.name,
+            "benchmark_hash": answerable.version_hash,
+            "sample": sample,
+            "seed": seed,
+        },
+    }
     # The weights that made the cosines: an adapted version's model, not the base its config names.
-    return calibrate(engine.version, cosines["off_topic"], cosines["answerable"],
-                     model_hash=engine.embedder.weights_hash,
-                     sources=sources), ""
+    return calibrate(
+        engine.version,
+        cosines["off_topic"],
+        cosines["answerable"],
+        model_hash=engine.embedder.weights_hash,
+        sources=sources,
+    ), ""

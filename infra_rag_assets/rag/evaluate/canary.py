@@ -22,7 +22,7 @@ from typing import Any
 from ... import settings
 from ..ingest.sources import read_yaml_list
 from ..operate.traces import error_row, trace_row
-from ..search.retrieval import RetrievalConfig
+from ..search.retrieval import RetrievalSettings
 
 OUTCOMES = ("answered", "abstained")
 ORIGIN = "canary"
@@ -87,12 +87,18 @@ def _parse(path: Path, n: int, item: Any) -> Canary:
     within = item.get("within", 5)
     if not isinstance(within, int) or within < 1:
         raise ValueError(f"{where}: within must be a positive integer")
-    return Canary(id=str(item["id"]), question=str(item["question"]), expected_outcome=outcome,
-                  expected_doc=item.get("expected_doc"), within=within)
+    return Canary(
+        id=str(item["id"]),
+        question=str(item["question"]),
+        expected_outcome=outcome,
+        expected_doc=item.get("expected_doc"),
+        within=within,
+    )
 
 
-def run_canaries(engine: Any, canaries: list[Canary], config: RetrievalConfig,
-                 k: int = 10) -> tuple[list[CanaryResult], list[dict]]:
+def run_canaries(
+    engine: Any, canaries: list[Canary], config: RetrievalSettings, k: int = 10
+) -> tuple[list[CanaryResult], list[dict]]:
     """Ask each canary through ``engine.search``; returns results and trace rows (origin canary).
 
     A search that raises is a failed canary with an error trace, never an exception: the
@@ -101,18 +107,35 @@ def run_canaries(engine: Any, canaries: list[Canary], config: RetrievalConfig,
     results, traces = [], []
     can_abstain = (config.floor is not None and config.mode != "lexical") or config.answerability
     for canary in canaries:
-        base: dict[str, Any] = dict(id=canary.id, question=canary.question, expected_outcome=canary.expected_outcome,
-                                    expected_doc=canary.expected_doc)
+        base: dict[str, Any] = dict(
+            id=canary.id,
+            question=canary.question,
+            expected_outcome=canary.expected_outcome,
+            expected_doc=canary.expected_doc,
+        )
         if canary.expected_outcome == "abstained" and not can_abstain:
-            results.append(CanaryResult(**base, status="skipped", outcome="not run",
-                                        detail=f"skipped: no floor or answerability in {config.name}"))
+            results.append(
+                CanaryResult(
+                    **base,
+                    status="skipped",
+                    outcome="not run",
+                    detail=f"skipped: no floor or answerability in {config.name}",
+                )
+            )
             continue
         try:
             result = engine.search(canary.question, config=config, k=max(k, canary.within))
         except Exception as exc:  # noqa: BLE001 - reported as a failed canary
             message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-            traces.append(error_row(origin=ORIGIN, version=engine.version, config_name=config.name,
-                                    question=canary.question, error=message))
+            traces.append(
+                error_row(
+                    origin=ORIGIN,
+                    version=engine.version,
+                    config_name=config.name,
+                    question=canary.question,
+                    error=message,
+                )
+            )
             results.append(CanaryResult(**base, status="fail", outcome="error", detail=message))
             continue
         traces.append(trace_row(origin=ORIGIN, version=engine.version, config_name=config.name, result=result))
@@ -128,12 +151,24 @@ def judge(canary: Canary, result: Any, **base: Any) -> CanaryResult:
     top = list(dict.fromkeys(docs))[:5]
     if outcome != canary.expected_outcome:
         why = (result.abstain_reason or "no hits") if outcome == "abstained" else f"top hit {docs[0]}"
-        return CanaryResult(**base, status="fail", outcome=outcome, rank=rank, top_docs=top,
-                            detail=f"expected {canary.expected_outcome}, got {outcome} ({why})")
+        return CanaryResult(
+            **base,
+            status="fail",
+            outcome=outcome,
+            rank=rank,
+            top_docs=top,
+            detail=f"expected {canary.expected_outcome}, got {outcome} ({why})",
+        )
     if canary.expected_outcome == "answered" and (rank is None or rank > canary.within):
         where = f"at rank {rank}" if rank else "not in the hits"
-        return CanaryResult(**base, status="fail", outcome=outcome, rank=rank, top_docs=top,
-                            detail=f"{canary.expected_doc} {where}, needed top {canary.within}")
+        return CanaryResult(
+            **base,
+            status="fail",
+            outcome=outcome,
+            rank=rank,
+            top_docs=top,
+            detail=f"{canary.expected_doc} {where}, needed top {canary.within}",
+        )
     detail = f"rank {rank}" if rank else (result.abstain_reason or "abstained")
     return CanaryResult(**base, status="pass", outcome=outcome, rank=rank, top_docs=top, detail=detail)
 
@@ -158,9 +193,14 @@ class CanaryReport:
         return [r for r in self.results if r.status == "fail"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "released": self.released, "config": self.config,
-                "ok": not self.failed, "summary": summary(self.results),
-                "results": [r.to_dict() for r in self.results]}
+        return {
+            "version": self.version,
+            "released": self.released,
+            "config": self.config,
+            "ok": not self.failed,
+            "summary": summary(self.results),
+            "results": [r.to_dict() for r in self.results],
+        }
 
 
 def canary_suite(home: Any, version: str | None = None, path: Path | str | None = None) -> CanaryReport:

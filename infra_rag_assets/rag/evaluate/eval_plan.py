@@ -56,7 +56,7 @@ def experiment_configs(experiments: Mapping[str, Mapping[str, Any]]) -> list:
     """Each experiment = a named config with overrides, labelled with the experiment's name. An
     explicit ``floor`` is used as given, not replaced by the version's calibrated floor."""
     from ..search.engine import named_config
-    from ..search.retrieval import RetrievalConfig
+    from ..search.retrieval import RetrievalSettings
 
     out = []
     for name, given in experiments.items():
@@ -64,7 +64,7 @@ def experiment_configs(experiments: Mapping[str, Mapping[str, Any]]) -> list:
         if "floor" in overrides:
             overrides.setdefault("calibrated_floor", False)
         base = named_config(overrides.pop("base", "hybrid-weighted"))
-        out.append(RetrievalConfig.from_dict({**base.to_dict(), **overrides, "name": name}))
+        out.append(RetrievalSettings.from_dict({**base.to_dict(), **overrides, "name": name}))
     return out
 
 
@@ -76,22 +76,36 @@ def missing_indexes(home: DataHome, version: str) -> list[str]:
     return missing + ([] if home.version(version).tantivy.is_dir() else ["lexical_index"])
 
 
-def shared_inputs(plan: EvalPlan, engine, known: set[str], upstream: Mapping[str, str],
-                  build_config: dict | None) -> dict:
+def shared_inputs(
+    plan: EvalPlan, engine, known: set[str], upstream: Mapping[str, str], build_config: dict | None
+) -> dict:
     """What every benchmark's scores depend on besides its own questions (content, not names);
     ``upstream`` maps each upstream asset to its data version."""
     regimes = plan.all_regimes()
-    return {"upstream": dict(upstream),
-            "build_config": build_config, "known_doc_ids": stable_hash(sorted(known), 32),
-            "regimes": [engine.resolve(r).to_dict() for r in regimes],
-            "labels": [label(r) for r in regimes],
-            "serving": engine.resolve(plan.serving_config).to_dict(), "k": plan.k,
-            "serving_k": plan.serving_k}
+    return {
+        "upstream": dict(upstream),
+        "build_config": build_config,
+        "known_doc_ids": stable_hash(sorted(known), 32),
+        "regimes": [engine.resolve(r).to_dict() for r in regimes],
+        "labels": [label(r) for r in regimes],
+        "serving": engine.resolve(plan.serving_config).to_dict(),
+        "k": plan.k,
+        "serving_k": plan.serving_k,
+    }
 
 
-def score_or_reuse(plan: EvalPlan, engine, known: set[str], inputs: dict, *, project_root: Path, cache_root: Path,
-                   version: str, log: Callable[[str], None],
-                   progress_for: Callable[[str], Progress | None]) -> EvalOutcome:
+def score_or_reuse(
+    plan: EvalPlan,
+    engine,
+    known: set[str],
+    inputs: dict,
+    *,
+    project_root: Path,
+    cache_root: Path,
+    version: str,
+    log: Callable[[str], None],
+    progress_for: Callable[[str], Progress | None],
+) -> EvalOutcome:
     """Each benchmark scored, or read back from an identical earlier scoring (``cache_root``)."""
     outcome = EvalOutcome([], {})
     regimes = plan.all_regimes()
@@ -110,8 +124,9 @@ def score_or_reuse(plan: EvalPlan, engine, known: set[str], inputs: dict, *, pro
             outcome.measured_in[bench.name] = stored[1]
             continue
         log(f"{bench.name}: {len(bench.records)} questions × {len(plan.regimes)} regimes")
-        run = run_benchmark(engine, bench, known, regimes, plan.k, serving=plan.serving,
-                            progress=progress_for(bench.name))
+        run = run_benchmark(
+            engine, bench, known, regimes, plan.k, serving=plan.serving, progress=progress_for(bench.name)
+        )
         if addressed:
             save_run(cache_root, key, run, version)
         outcome.runs.append(run)

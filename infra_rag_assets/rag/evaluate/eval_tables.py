@@ -33,37 +33,67 @@ def eval_frames(runs: Sequence[BenchmarkRun], version: str, run_id: str) -> tupl
     results: list[dict] = []
     metrics: list[dict] = []
     for run in runs:
-        results += [{**row, "index_version": version, "run_id": run_id, "benchmark": run.benchmark,
-                     "benchmark_hash": run.benchmark_hash} for row in run.rows]
+        results += [
+            {
+                **row,
+                "index_version": version,
+                "run_id": run_id,
+                "benchmark": run.benchmark,
+                "benchmark_hash": run.benchmark_hash,
+            }
+            for row in run.rows
+        ]
         for regime, summaries in run.summaries.items():
             for summary in summaries:
                 slice_name, _, slice_value = summary["slice"].partition("=")
-                metrics += [{"index_version": version, "run_id": run_id, "benchmark": run.benchmark,
-                             "regime": regime, "slice": slice_name, "slice_value": slice_value, "metric": metric,
-                             "value": None if summary.get(metric) is None else float(summary[metric]),
-                             "n": summary.get("n")} for metric in METRIC_NAMES]
-    return (pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
-            pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}))
+                metrics += [
+                    {
+                        "index_version": version,
+                        "run_id": run_id,
+                        "benchmark": run.benchmark,
+                        "regime": regime,
+                        "slice": slice_name,
+                        "slice_value": slice_value,
+                        "metric": metric,
+                        "value": None if summary.get(metric) is None else float(summary[metric]),
+                        "n": summary.get("n"),
+                    }
+                    for metric in METRIC_NAMES
+                ]
+    return (
+        pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
+        pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}),
+    )
 
 
 def slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:
     """MRR and hit@5 of the serving, dense and lexical regimes per value of one slice."""
-    wanted = (metrics.filter((pl.col("slice") == slice_name) & pl.col("metric").is_in(SLICE_METRICS)
-                             & pl.col("regime").is_in(SLICE_REGIMES))
-              .with_columns(pl.col("value").round(3)))
+    wanted = metrics.filter(
+        (pl.col("slice") == slice_name) & pl.col("metric").is_in(SLICE_METRICS) & pl.col("regime").is_in(SLICE_REGIMES)
+    ).with_columns(pl.col("value").round(3))
     if wanted.is_empty():
         return wanted
-    return (wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"),
-                                pl.col("n").cast(pl.Int64))
-            .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value")
-            .sort("benchmark", "slice_value"))
+    return (
+        wanted.with_columns((pl.col("regime") + " " + pl.col("metric")).alias("column"), pl.col("n").cast(pl.Int64))
+        .pivot(on="column", index=["benchmark", "slice_value", "n"], values="value")
+        .sort("benchmark", "slice_value")
+    )
 
 
 def coverage_frame(outcome: EvalOutcome) -> pl.DataFrame:
     """Per benchmark: its hash, questions scored and not in the corpus, and which run measured it."""
-    return pl.DataFrame([{"benchmark": r.benchmark, "benchmark_hash": r.benchmark_hash[:12], "scored": r.covered,
-                          "not_in_corpus": r.uncovered, "measured_in": outcome.measured_in[r.benchmark]}
-                         for r in outcome.runs])
+    return pl.DataFrame(
+        [
+            {
+                "benchmark": r.benchmark,
+                "benchmark_hash": r.benchmark_hash[:12],
+                "scored": r.covered,
+                "not_in_corpus": r.uncovered,
+                "measured_in": outcome.measured_in[r.benchmark],
+            }
+            for r in outcome.runs
+        ]
+    )
 
 
 def regime_hashes(results: pl.DataFrame) -> dict:
@@ -78,8 +108,11 @@ def eval_data_version(upstream_versions: Sequence[str], runs: Sequence[Benchmark
 
 def headline(table: Mapping[tuple[str, str, str], float | None]) -> dict[str, float | None]:
     """The serving regime's overall headline metrics of every benchmark, e.g. ``serving/overall/mrr@10``."""
-    return {"/".join(key): value for key, value in sorted(table.items())
-            if key[0] == "serving" and key[1].endswith("overall") and key[2] in HEADLINE_METRICS}
+    return {
+        "/".join(key): value
+        for key, value in sorted(table.items())
+        if key[0] == "serving" and key[1].endswith("overall") and key[2] in HEADLINE_METRICS
+    }
 
 
 def metric_table_for(warehouse: Warehouse, version: str) -> dict[tuple[str, str, str], float | None]:
@@ -101,5 +134,19 @@ def gate_outcomes(warehouse: Warehouse, version: str, gates_file: Path | str | N
 
 def gate_frame(outcomes: Sequence[gate_lib.GateOutcome]) -> pl.DataFrame:
     """One row per gate outcome: name, passed, value, baseline, message."""
-    return pl.DataFrame([{"gate": o.gate.name, "passed": o.passed, "value": o.value, "baseline": o.baseline,
-                          "message": o.message} for o in outcomes]) if outcomes else pl.DataFrame()
+    return (
+        pl.DataFrame(
+            [
+                {
+                    "gate": o.gate.name,
+                    "passed": o.passed,
+                    "value": o.value,
+                    "baseline": o.baseline,
+                    "message": o.message,
+                }
+                for o in outcomes
+            ]
+        )
+        if outcomes
+        else pl.DataFrame()
+    )

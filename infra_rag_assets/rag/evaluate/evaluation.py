@@ -2,7 +2,7 @@
 
 All regimes run inside one evaluation over the same index version and questions, so they are
 compared on identical chunks; each regime embeds the question itself so latencies are honest.
-A regime is a named config or an experiment's own RetrievalConfig (its ``name`` labels the rows),
+A regime is a named config or an experiment's own RetrievalSettings (its ``name`` labels the rows),
 so tuning experiments are recorded as eval_run rows too. Relevance is page-level; only
 questions whose relevant page exists in the built
 corpus are scored (coverage is reported, the rest are not hidden but counted).
@@ -37,8 +37,9 @@ def project_of(record: BenchRecord) -> str:
     if not record.relevant:
         return "none"
     source = record.relevant[0].split(":", 1)[0]
-    return {"prometheus-site": "prometheus", "prometheus-server": "prometheus",
-            "cncf-whitepapers": "cncf"}.get(source, source)
+    return {"prometheus-site": "prometheus", "prometheus-server": "prometheus", "cncf-whitepapers": "cncf"}.get(
+        source, source
+    )
 
 
 def label(regime) -> str:
@@ -55,24 +56,41 @@ def score_question(engine, record: BenchRecord, regime, k: int = 10) -> dict:
     relevant = set(record.relevant)
     rank = rank_of_first_relevant(ranked, relevant) if relevant else None
     return {
-        "regime": label(regime), "retrieval_config_hash": result.config_hash, "question_id": record.id,
-        "question": record.question, "category": record.category, "project": project_of(record),
-        "page_kind": record.page_kind, "relevant": list(record.relevant), "ranked_doc_ids": ranked,
-        "ranked_chunk_ids": [h.chunk_id for h in result.hits], "rank": rank,
-        "hit_at_1": rank is not None and rank <= 1, "hit_at_5": rank is not None and rank <= 5,
-        "hit_at_10": rank is not None and rank <= 10, "reciprocal_rank": reciprocal_rank(rank, 10),
+        "regime": label(regime),
+        "retrieval_config_hash": result.config_hash,
+        "question_id": record.id,
+        "question": record.question,
+        "category": record.category,
+        "project": project_of(record),
+        "page_kind": record.page_kind,
+        "relevant": list(record.relevant),
+        "ranked_doc_ids": ranked,
+        "ranked_chunk_ids": [h.chunk_id for h in result.hits],
+        "rank": rank,
+        "hit_at_1": rank is not None and rank <= 1,
+        "hit_at_5": rank is not None and rank <= 5,
+        "hit_at_10": rank is not None and rank <= 10,
+        "reciprocal_rank": reciprocal_rank(rank, 10),
         "ndcg_at_10": ndcg_at(ranked, relevant, 10) if relevant else None,
-        "abstained": result.abstained, "should_abstain": record.should_abstain,
+        "abstained": result.abstained,
+        "should_abstain": record.should_abstain,
         "degraded": result.degraded,
         "support": answer_support(record.reference_answer, [h.text for h in result.hits[:SUPPORT_TOP_K]])
-        if record.reference_answer and relevant else None,
+        if record.reference_answer and relevant
+        else None,
         "latency_ms": result.timings_ms.get("total"),
     }
 
 
-def run_benchmark(engine, bench: Benchmark, known_doc_ids: set[str], regimes: Sequence = REGIMES,
-                  k: int = 10, serving: tuple[str, int] | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> BenchmarkRun:
+def run_benchmark(
+    engine,
+    bench: Benchmark,
+    known_doc_ids: set[str],
+    regimes: Sequence = REGIMES,
+    k: int = 10,
+    serving: tuple[str, int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BenchmarkRun:
     """Score every covered record under every regime; ``serving`` = (config name, k) adds the
     ``serving`` pseudo-regime (reusing a regime's rows when it is the same config and k)."""
     covered, uncovered = coverage(bench.records, known_doc_ids)
@@ -104,9 +122,22 @@ def _metric_row(row: dict) -> dict:
     return {**row, "ndcg": row["ndcg_at_10"]}
 
 
-def scorecard(runs: Sequence[BenchmarkRun], metrics: Sequence[str] = (
-        "n", "hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10", "abstention_precision", "abstention_recall",
-        "answer_support", "latency_p50_ms", "latency_p95_ms")) -> str:
+def scorecard(
+    runs: Sequence[BenchmarkRun],
+    metrics: Sequence[str] = (
+        "n",
+        "hit@1",
+        "hit@5",
+        "hit@10",
+        "mrr@10",
+        "ndcg@10",
+        "abstention_precision",
+        "abstention_recall",
+        "answer_support",
+        "latency_p50_ms",
+        "latency_p95_ms",
+    ),
+) -> str:
     """Markdown: one table per benchmark, a row per regime, overall metrics as columns."""
     parts = []
     for run in runs:

@@ -93,8 +93,7 @@ def load_gates(path: Path | str) -> list[Gate]:
             gates.append(_gate_from_entry(entry))
         except GateConfigError as exc:
             label = entry.get("name") if isinstance(entry, dict) else None
-            raise GateConfigError(f"{path}: gate #{index + 1}"
-                                  f"{f' ({label})' if label else ''}: {exc}") from None
+            raise GateConfigError(f"{path}: gate #{index + 1}{f' ({label})' if label else ''}: {exc}") from None
     _check_unique([g.name for g in gates], path)
     return gates
 
@@ -126,8 +125,11 @@ def _gate_from_entry(entry: object) -> Gate:
     if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
         raise GateConfigError(f"{entry['comparison']} needs a non-negative number '{bound}'")
     return Gate(
-        name=str(entry["name"]), metric=entry["metric"], regime=str(entry["regime"]),
-        comparison=entry["comparison"], severity=entry["severity"],
+        name=str(entry["name"]),
+        metric=entry["metric"],
+        regime=str(entry["regime"]),
+        comparison=entry["comparison"],
+        severity=entry["severity"],
         slice=str(entry.get("slice") or "overall"),
         threshold=float(entry["threshold"]) if bound == "threshold" else None,
         tolerance=float(entry["tolerance"]) if bound == "tolerance" else None,
@@ -143,8 +145,9 @@ def _check_choice(entry: dict, key: str, choices: tuple[str, ...]) -> None:
 # --- evaluation ----------------------------------------------------------------------------
 
 
-def evaluate_gates(gates: list[Gate], candidate: Mapping[MetricKey, float | None],
-                   release: Mapping[MetricKey, float | None] | None) -> list[GateOutcome]:
+def evaluate_gates(
+    gates: list[Gate], candidate: Mapping[MetricKey, float | None], release: Mapping[MetricKey, float | None] | None
+) -> list[GateOutcome]:
     """Judge a candidate's metric table against every gate (and the released version's)."""
     return [_evaluate(gate, candidate, release) for gate in gates]
 
@@ -166,13 +169,11 @@ def _evaluate(gate: Gate, candidate: Mapping, release: Mapping | None) -> GateOu
     if gate.comparison == "floor":
         assert gate.threshold is not None  # load_gates sets the bound each comparison needs
         ok = value >= gate.threshold - _EPS
-        return GateOutcome(gate, value, None, ok,
-                           f"{label} = {value:.4g}, floor {gate.threshold:g}")
+        return GateOutcome(gate, value, None, ok, f"{label} = {value:.4g}, floor {gate.threshold:g}")
     if gate.comparison == "ceiling":
         assert gate.threshold is not None
         ok = value <= gate.threshold + _EPS
-        return GateOutcome(gate, value, None, ok,
-                           f"{label} = {value:.4g}, ceiling {gate.threshold:g}")
+        return GateOutcome(gate, value, None, ok, f"{label} = {value:.4g}, ceiling {gate.threshold:g}")
     return _vs_release(gate, value, release, label)
 
 
@@ -187,9 +188,13 @@ def _vs_release(gate: Gate, value: float, release: Mapping | None, label: str) -
     change = value - baseline
     regression = change if gate.lower_is_better else -change
     ok = regression <= gate.tolerance + _EPS
-    return GateOutcome(gate, value, baseline, ok,
-                       f"{label} = {value:.4g} vs release {baseline:.4g} "
-                       f"(change {change:+.4g}, tolerance {gate.tolerance:g})")
+    return GateOutcome(
+        gate,
+        value,
+        baseline,
+        ok,
+        f"{label} = {value:.4g} vs release {baseline:.4g} (change {change:+.4g}, tolerance {gate.tolerance:g})",
+    )
 
 
 # --- metric tables -------------------------------------------------------------------------

@@ -23,8 +23,7 @@ HIT_KS = (1, 5, 10)
 RANK_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10")
 ABSTENTION_METRICS = ("abstention_precision", "abstention_recall")
 OTHER_METRICS = ("answer_support", "latency_p50_ms", "latency_p95_ms")
-METRIC_NAMES = (*RANK_METRICS, *ABSTENTION_METRICS, *OTHER_METRICS, "n", "n_answerable",
-                "n_should_abstain")
+METRIC_NAMES = (*RANK_METRICS, *ABSTENTION_METRICS, *OTHER_METRICS, "n", "n_answerable", "n_should_abstain")
 LOWER_IS_BETTER = frozenset({"latency_p50_ms", "latency_p95_ms"})
 
 
@@ -105,9 +104,7 @@ def _mean(values: Sequence[float]) -> float | None:
 def _rank_metrics(answerable: list[dict]) -> dict[str, float | None]:
     """Hit@k, MRR@10 and (when rows carry a per-question ``ndcg``) nDCG@10."""
     ranks = [row.get("rank") for row in answerable]
-    out: dict[str, float | None] = {
-        f"hit@{k}": _mean([float(hit_at(r, k)) for r in ranks]) for k in HIT_KS
-    }
+    out: dict[str, float | None] = {f"hit@{k}": _mean([float(hit_at(r, k)) for r in ranks]) for k in HIT_KS}
     out["mrr@10"] = _mean([reciprocal_rank(r, 10) for r in ranks])
     ndcgs = [float(row["ndcg"]) for row in answerable if row.get("ndcg") is not None]
     out["ndcg@10"] = _mean(ndcgs)

@@ -37,8 +37,11 @@ LIBRARY_ROOT = Path(__file__).resolve().parents[1]  # infra_rag_assets/rag
 @cache
 def code_fingerprint(package_root: Path = LIBRARY_ROOT) -> str:
     """Hash of every ``.py`` file of the framework-free library (``infra_rag_assets/rag``)."""
-    parts = [(str(p.relative_to(package_root)), p.read_bytes().hex())
-             for p in sorted(package_root.rglob("*.py")) if "__pycache__" not in p.parts]
+    parts = [
+        (str(p.relative_to(package_root)), p.read_bytes().hex())
+        for p in sorted(package_root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    ]
     return stable_hash(parts, 16)
 
 
@@ -55,8 +58,10 @@ def library_versions() -> dict[str, str]:
 
 def content_key(kind: str, inputs: dict) -> str:
     """A 32-hex key of ``inputs`` plus the code and library versions that turn them into results."""
-    return stable_hash({"kind": kind, "format": FORMAT, "code": code_fingerprint(),
-                        "libraries": library_versions(), "inputs": inputs}, 32)
+    return stable_hash(
+        {"kind": kind, "format": FORMAT, "code": code_fingerprint(), "libraries": library_versions(), "inputs": inputs},
+        32,
+    )
 
 
 def cache_path(root: Path, key: str) -> Path:

@@ -110,9 +110,7 @@ _EXCEPTIONS = {
     "singly": "singl", "sky": "sky", "news": "news", "howe": "howe", "atlas": "atlas",
     "cosmos": "cosmos", "bias": "bias", "andes": "andes",
 }  # fmt: skip
-_EXCEPTIONS_1A = frozenset(
-    "inning outing canning herring earring proceed exceed succeed".split()
-)
+_EXCEPTIONS_1A = frozenset("inning outing canning herring earring proceed exceed succeed".split())
 _STEP2 = (
     ("ization", "ize"), ("ational", "ate"), ("fulness", "ful"), ("ousness", "ous"),
     ("iveness", "ive"), ("tional", "tion"), ("biliti", "ble"), ("lessli", "less"),
@@ -124,9 +122,7 @@ _STEP3 = (
     ("ational", "ate"), ("tional", "tion"), ("alize", "al"), ("icate", "ic"),
     ("iciti", "ic"), ("ative", ""), ("ical", "ic"), ("ness", ""), ("ful", ""),
 )  # fmt: skip
-_STEP4 = tuple(
-    "ement ance ence able ible ment ant ent ism ate iti ous ive ize ion al er ic".split()
-)
+_STEP4 = tuple("ement ance ence able ible ment ant ent ism ate iti ous ive ize ion al er ic".split())
 
 
 @lru_cache(maxsize=65536)
@@ -179,12 +175,7 @@ def _has_vowel(s: str) -> bool:
 def _short_syllable_end(w: str) -> bool:
     if len(w) == 2:
         return _is_vowel(w, 0) and not _is_vowel(w, 1)
-    return (
-        len(w) > 2
-        and not _is_vowel(w, -3)
-        and _is_vowel(w, -2)
-        and w[-1] not in _VOWELS | {"w", "x", "Y"}
-    )
+    return len(w) > 2 and not _is_vowel(w, -3) and _is_vowel(w, -2) and w[-1] not in _VOWELS | {"w", "x", "Y"}
 
 
 def _step1a(w: str) -> str:

@@ -58,7 +58,7 @@ class ChunkSpan:
 
 
 @dataclass(frozen=True)
-class ChunkerConfig:
+class ChunkerSettings:
     """Token budgets. ``min_tokens``: a smaller piece merges into the previous chunk of the
     same section when the merge fits ``max_tokens`` (so sections do not end in crumbs).
 
@@ -93,7 +93,7 @@ def chunk_document(
     sections: Sequence[Section],
     page_spans: Sequence[PageSpan],
     counter: TokenCounter,
-    config: ChunkerConfig,
+    config: ChunkerSettings,
 ) -> list[ChunkSpan]:
     """Cut ``text`` into chunks, in document order; see the module docstring for the rules."""
     pages = _PageIndex(page_spans)
@@ -107,22 +107,26 @@ def chunk_document(
                 return chunks
             chunks.append(
                 ChunkSpan(
-                    start=s, end=e, text=text[s:e],
+                    start=s,
+                    end=e,
+                    text=text[s:e],
                     section_path=section.path if section else (),
                     anchor=section.anchor if section else "",
-                    pages=pages.lookup(s, e), token_count=n, ordinal=len(chunks),
+                    pages=pages.lookup(s, e),
+                    token_count=n,
+                    ordinal=len(chunks),
                 )
             )
     return chunks
 
 
-def is_truncated(text: str, chunks: Sequence[ChunkSpan], config: ChunkerConfig) -> bool:
+def is_truncated(text: str, chunks: Sequence[ChunkSpan], config: ChunkerSettings) -> bool:
     """True when ``chunk_document`` stopped at ``max_chunks`` before the end of ``text``."""
-    return len(chunks) >= config.max_chunks and bool(text[chunks[-1].end:].strip())
+    return len(chunks) >= config.max_chunks and bool(text[chunks[-1].end :].strip())
 
 
 def _bound_chars(
-    text: str, pieces: list[tuple[int, int, int]], counter: TokenCounter, config: ChunkerConfig
+    text: str, pieces: list[tuple[int, int, int]], counter: TokenCounter, config: ChunkerSettings
 ) -> list[tuple[int, int, int]]:
     """Cut pieces over ``max_chars`` at their last whitespace within the bound (else hard at
     the bound); trimmed sub-slices stay exact, and whitespace-only ones are dropped."""
@@ -171,9 +175,7 @@ def _leaf_units(text: str, sections: Sequence[Section]) -> list[tuple[int, int, 
     well-formed Markdown is "a heading up to its first child heading", plus the preamble.
     """
     n = len(text)
-    secs = sorted(
-        (s for s in sections if max(0, s.start) < min(n, s.end)), key=lambda s: (s.start, -s.end)
-    )
+    secs = sorted((s for s in sections if max(0, s.start) < min(n, s.end)), key=lambda s: (s.start, -s.end))
     cuts = sorted({0, n, *(min(n, max(0, s.start)) for s in secs), *(min(n, s.end) for s in secs)})
     units: list[tuple[int, int, Section | None]] = []
     open_: list[Section] = []
@@ -192,7 +194,7 @@ def _leaf_units(text: str, sections: Sequence[Section]) -> list[tuple[int, int, 
 
 
 def _split_unit(
-    text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig, depth: int = 0
+    text: str, start: int, end: int, counter: TokenCounter, config: ChunkerSettings, depth: int = 0
 ) -> list[tuple[int, int, int]]:
     """Chunks ``(start, end, token_count)`` of one trimmed unit, counts verified by the counter.
 
@@ -216,17 +218,18 @@ def _split_unit(
         if n <= config.max_tokens:
             out.append((s, e, n))
         else:
-            out.extend(_split_unit(text, s, e, counter, config, depth + 1) if depth < 2
-                       else hard_cut(text, s, e, counter, config.max_tokens))
+            out.extend(
+                _split_unit(text, s, e, counter, config, depth + 1)
+                if depth < 2
+                else hard_cut(text, s, e, counter, config.max_tokens)
+            )
     return out
 
 
 class _Planner:
     """Cut planning for one unit: token starts and classified whitespace runs, computed once."""
 
-    def __init__(
-        self, text: str, start: int, end: int, counter: TokenCounter, config: ChunkerConfig
-    ) -> None:
+    def __init__(self, text: str, start: int, end: int, counter: TokenCounter, config: ChunkerSettings) -> None:
         self.text, self.counter, self.config = text, counter, config
         self.starts = [start + a for a, _ in counter.offsets(text[start:end])]
         self.runs = [(m.start(), m.end()) for m in _WS_RE.finditer(text, start, end)]

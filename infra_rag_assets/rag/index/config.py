@@ -12,9 +12,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
+from ..adapt.pairs import PAIRS_VERSION
 from ..ingest.sources import Source
 from .embedding import DEFAULT_MODEL
-from .pairs import PAIRS_VERSION
 
 PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
 # Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
@@ -26,7 +26,7 @@ MAX_CHUNKS_PER_DOC = 2_000
 @dataclass(frozen=True)
 class ChunkSettings:
     """The chunk settings a version builds with, and the one home of their defaults
-    (``chunking.ChunkerConfig`` and the ``BuildSettings`` resource take theirs from here)."""
+    (``chunking.ChunkerSettings`` and the ``BuildResource`` resource take theirs from here)."""
 
     target_tokens: int = 256
     max_tokens: int = 256
@@ -61,7 +61,7 @@ class AdaptRecipe:
 
 
 @dataclass(frozen=True)
-class BuildConfig:
+class BuildSettings:
     sources: list[dict]
     parsers: dict[str, str]
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
@@ -77,7 +77,7 @@ class BuildConfig:
         return raw
 
     @classmethod
-    def from_dict(cls, raw: dict) -> BuildConfig:
+    def from_dict(cls, raw: dict) -> BuildSettings:
         raw = dict(raw)
         raw["chunking"] = ChunkSettings(**raw.get("chunking", {}))
         if raw.get("adaptation") is not None:
@@ -95,9 +95,13 @@ def stable_hash(value: object, length: int = 64) -> str:
 
 def source_snapshot(source: Source, fingerprint: str) -> dict:
     return {
-        "name": source.name, "project": source.project, "kind": source.kind,
-        "license": source.license, "upstream": source.upstream_ref(),
-        "mirror": str(source.mirror) if source.mirror else None, "fingerprint": fingerprint,
+        "name": source.name,
+        "project": source.project,
+        "kind": source.kind,
+        "license": source.license,
+        "upstream": source.upstream_ref(),
+        "mirror": str(source.mirror) if source.mirror else None,
+        "fingerprint": fingerprint,
     }
 
 
@@ -115,14 +119,26 @@ def new_version_name(config_hash: str, existing: set[str], now: datetime | None 
     return name
 
 
-def make_build_config(sources: list[Source], parsers: dict[str, str], chunking: ChunkSettings,
-                      model_id: str, model_hash: str, adaptation: AdaptRecipe | None = None) -> BuildConfig:
+def make_build_config(
+    sources: list[Source],
+    parsers: dict[str, str],
+    chunking: ChunkSettings,
+    model_id: str,
+    model_hash: str,
+    adaptation: AdaptRecipe | None = None,
+) -> BuildSettings:
     """Snapshot the sources (with mirror fingerprints) and settings a new version builds with."""
     from ..ingest.sources import mirror_fingerprint
 
     snapshots = [source_snapshot(s, mirror_fingerprint(s)) for s in sources]
-    return BuildConfig(sources=snapshots, parsers=parsers, chunking=chunking,
-                       model_id=model_id, model_hash=model_hash, adaptation=adaptation)
+    return BuildSettings(
+        sources=snapshots,
+        parsers=parsers,
+        chunking=chunking,
+        model_id=model_id,
+        model_hash=model_hash,
+        adaptation=adaptation,
+    )
 
 
 def claim_version(warehouse, partitions, config, created_by: str) -> str:
@@ -134,7 +150,8 @@ def claim_version(warehouse, partitions, config, created_by: str) -> str:
     existing = set(partitions) | warehouse.version_names()
     while True:
         version = new_version_name(config.config_hash(), existing)
-        if warehouse.record_version(version, config.to_dict(), config.config_hash(),
-                                    sources_fingerprint(config.sources), created_by):
+        if warehouse.record_version(
+            version, config.to_dict(), config.config_hash(), sources_fingerprint(config.sources), created_by
+        ):
             return version
         existing.add(version)  # taken by a concurrent build between our read and our insert

@@ -13,25 +13,43 @@ from collections.abc import Callable, Iterable
 import polars as pl
 
 from ..ingest.models import STATUS_OK, PageSpan, Section
-from .chunking import ChunkerConfig, chunk_document, chunk_id, context_line, is_truncated
+from .chunking import ChunkerSettings, chunk_document, chunk_id, context_line, is_truncated
 from .config import ChunkSettings
 from .embedding import text_hash
 from .tokens import TokenCounter
 
 SECTION_SEP = " › "
 CHUNK_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "chunk_id": pl.String, "doc_id": pl.String, "source": pl.String, "project": pl.String,
-    "page_id": pl.String, "url": pl.String, "title": pl.String, "section_path": pl.String,
-    "anchor": pl.String, "pages": pl.List(pl.Int32), "page_kind": pl.String, "ordinal": pl.Int32,
-    "start_char": pl.Int64, "end_char": pl.Int64, "text": pl.String, "context": pl.String,
-    "token_count": pl.Int32, "text_hash": pl.String, "embed_hash": pl.String,
+    "chunk_id": pl.String,
+    "doc_id": pl.String,
+    "source": pl.String,
+    "project": pl.String,
+    "page_id": pl.String,
+    "url": pl.String,
+    "title": pl.String,
+    "section_path": pl.String,
+    "anchor": pl.String,
+    "pages": pl.List(pl.Int32),
+    "page_kind": pl.String,
+    "ordinal": pl.Int32,
+    "start_char": pl.Int64,
+    "end_char": pl.Int64,
+    "text": pl.String,
+    "context": pl.String,
+    "token_count": pl.Int32,
+    "text_hash": pl.String,
+    "embed_hash": pl.String,
 }
 
 
-def chunker_config(settings: ChunkSettings) -> ChunkerConfig:
-    return ChunkerConfig(target_tokens=settings.target_tokens, max_tokens=settings.max_tokens,
-                         min_tokens=settings.min_tokens, max_chars=settings.max_chars,
-                         max_chunks=settings.max_chunks)
+def chunker_config(settings: ChunkSettings) -> ChunkerSettings:
+    return ChunkerSettings(
+        target_tokens=settings.target_tokens,
+        max_tokens=settings.max_tokens,
+        min_tokens=settings.min_tokens,
+        max_chars=settings.max_chars,
+        max_chunks=settings.max_chunks,
+    )
 
 
 def embed_input(context: str, text: str) -> str:
@@ -39,9 +57,13 @@ def embed_input(context: str, text: str) -> str:
     return f"{context}\n{text}" if context else text
 
 
-def chunk_documents(docs: Iterable[dict], counter: TokenCounter, settings: ChunkSettings,
-                    progress: Callable[[int, int], None] | None = None,
-                    truncated: list[str] | None = None) -> pl.DataFrame:
+def chunk_documents(
+    docs: Iterable[dict],
+    counter: TokenCounter,
+    settings: ChunkSettings,
+    progress: Callable[[int, int], None] | None = None,
+    truncated: list[str] | None = None,
+) -> pl.DataFrame:
     """Chunk every ``ok`` document (duplicates and failures are not indexed).
     ``truncated`` collects the doc ids that stopped at ``max_chunks``."""
     docs = [d for d in docs if d["status"] == STATUS_OK]
@@ -54,8 +76,9 @@ def chunk_documents(docs: Iterable[dict], counter: TokenCounter, settings: Chunk
     return pl.DataFrame(rows, schema=CHUNK_SCHEMA)
 
 
-def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, with_context: bool,
-                     truncated: list[str] | None = None) -> list[dict]:
+def _document_chunks(
+    doc: dict, counter: TokenCounter, config: ChunkerSettings, with_context: bool, truncated: list[str] | None = None
+) -> list[dict]:
     sections = [Section(**{**s, "path": tuple(s["path"])}) for s in json.loads(doc["sections_json"])]
     page_spans = [PageSpan(**p) for p in json.loads(doc["page_spans_json"])]
     rows = []
@@ -67,17 +90,29 @@ def _document_chunks(doc: dict, counter: TokenCounter, config: ChunkerConfig, wi
             continue
         digest = text_hash(chunk.text)
         context = context_line(doc["project"], doc["title"], chunk.section_path) if with_context else ""
-        rows.append({
-            "chunk_id": chunk_id(doc["doc_id"], chunk.start, chunk.end, digest),
-            "doc_id": doc["doc_id"], "source": doc["source"], "project": doc["project"],
-            "page_id": doc["page_id"],
-            "url": _cite_url(doc["url"], chunk.anchor if len(chunk.section_path) > 1 else "", chunk.pages),
-            "title": doc["title"], "section_path": SECTION_SEP.join(chunk.section_path),
-            "anchor": chunk.anchor, "pages": list(chunk.pages), "page_kind": doc["page_kind"],
-            "ordinal": chunk.ordinal, "start_char": chunk.start, "end_char": chunk.end,
-            "text": chunk.text, "context": context, "token_count": chunk.token_count,
-            "text_hash": digest, "embed_hash": text_hash(embed_input(context, chunk.text)),
-        })
+        rows.append(
+            {
+                "chunk_id": chunk_id(doc["doc_id"], chunk.start, chunk.end, digest),
+                "doc_id": doc["doc_id"],
+                "source": doc["source"],
+                "project": doc["project"],
+                "page_id": doc["page_id"],
+                "url": _cite_url(doc["url"], chunk.anchor if len(chunk.section_path) > 1 else "", chunk.pages),
+                "title": doc["title"],
+                "section_path": SECTION_SEP.join(chunk.section_path),
+                "anchor": chunk.anchor,
+                "pages": list(chunk.pages),
+                "page_kind": doc["page_kind"],
+                "ordinal": chunk.ordinal,
+                "start_char": chunk.start,
+                "end_char": chunk.end,
+                "text": chunk.text,
+                "context": context,
+                "token_count": chunk.token_count,
+                "text_hash": digest,
+                "embed_hash": text_hash(embed_input(context, chunk.text)),
+            }
+        )
     return rows
 
 

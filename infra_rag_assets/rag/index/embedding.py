@@ -196,8 +196,13 @@ class Embedder:
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
             with self._encode_lock:
-                vecs = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+                vecs = model.encode(
+                    batch,
+                    batch_size=batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
             parts.append(np.asarray(vecs, dtype=np.float32))
             self.encode_calls += 1
             self.encoded_texts += len(batch)

@@ -89,9 +89,7 @@ def _to_document(doc: LexicalDoc, schema: tantivy.Schema) -> tantivy.Document:
 # --- building -----------------------------------------------------------------------------
 
 
-def build_index(
-    final_dir: Path, docs: Iterable[LexicalDoc], *, heap_bytes: int = 128_000_000
-) -> int:
+def build_index(final_dir: Path, docs: Iterable[LexicalDoc], *, heap_bytes: int = 128_000_000) -> int:
     """Build an index of ``docs`` and atomically publish it at ``final_dir``; returns the count."""
     final_dir = Path(final_dir)
     root = final_dir.parent
@@ -234,8 +232,9 @@ class LexicalSearcher:
     def has_near_term(self, field: str, term: str, distance: int = 1) -> bool:
         """Some document holds a term within ``distance`` edits of ``term`` (a transposition
         counts as one edit): used to tell a typo of a corpus word from a word the corpus lacks."""
-        query = tantivy.Query.fuzzy_term_query(self._schema, field, term, distance=distance,
-                                               transposition_cost_one=True, prefix=False)
+        query = tantivy.Query.fuzzy_term_query(
+            self._schema, field, term, distance=distance, transposition_cost_one=True, prefix=False
+        )
         result = self._searcher.search(query, 1, count=True)
         return result.count > 0  # type: ignore[attr-defined]  # tantivy's stub omits SearchResult.count
 

@@ -35,6 +35,16 @@ def page_docs(chunks: Iterable[dict]) -> list[LexicalDoc]:
     for row in sorted(chunks, key=lambda r: (r["doc_id"], r.get("ordinal") or 0, r["chunk_id"])):
         first.setdefault(row["doc_id"], row)
         texts.setdefault(row["doc_id"], []).append(row["text"])
-    return [LexicalDoc(chunk_id=doc_id, doc_id=doc_id, project=row["project"], source=row["source"],
-                       page_kind=row["page_kind"], section_path="", title=row["title"], text="\n".join(texts[doc_id]))
-            for doc_id, row in first.items()]
+    return [
+        LexicalDoc(
+            chunk_id=doc_id,
+            doc_id=doc_id,
+            project=row["project"],
+            source=row["source"],
+            page_kind=row["page_kind"],
+            section_path="",
+            title=row["title"],
+            text="\n".join(texts[doc_id]),
+        )
+        for doc_id, row in first.items()
+    ]

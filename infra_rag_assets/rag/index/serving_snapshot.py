@@ -36,8 +36,21 @@ MANIFEST = "manifest.json"
 CATALOG = "catalog.parquet"
 SNAPSHOT_FORMAT = 1
 # The chunk fields Retriever hits, packing and citations read (see retrieval._hit).
-CATALOG_FIELDS = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path",
-                  "text", "page_kind", "pages", "start_char", "end_char")
+CATALOG_FIELDS = (
+    "chunk_id",
+    "doc_id",
+    "project",
+    "source",
+    "page_id",
+    "url",
+    "title",
+    "section_path",
+    "text",
+    "page_kind",
+    "pages",
+    "start_char",
+    "end_char",
+)
 
 
 class SnapshotMissing(FileNotFoundError):
@@ -65,8 +78,13 @@ def snapshot_dir(serving_root: Path, version: str) -> Path:
     return Path(serving_root) / version
 
 
-def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str, Any]], build_config: dict,
-                   created_at: datetime | None = None) -> SnapshotManifest:
+def write_snapshot(
+    serving_root: Path,
+    version: str,
+    rows: Iterable[Mapping[str, Any]],
+    build_config: dict,
+    created_at: datetime | None = None,
+) -> SnapshotManifest:
     """Write the catalog and manifest for ``version`` atomically (replacing an older snapshot)."""
     target = snapshot_dir(serving_root, version)
     staging = target.parent / f".staging-{version}-{uuid.uuid4().hex[:8]}"
@@ -76,13 +94,16 @@ def write_snapshot(serving_root: Path, version: str, rows: Iterable[Mapping[str,
         for row in rows:
             for name in CATALOG_FIELDS:
                 columns[name].append(row.get(name))
-        table = pa.table({name: columns[name] for name in CATALOG_FIELDS},
-                         schema=_schema())
+        table = pa.table({name: columns[name] for name in CATALOG_FIELDS}, schema=_schema())
         pq.write_table(table, staging / CATALOG, compression="zstd")
         manifest = SnapshotManifest(
-            version=version, created_at=(created_at or datetime.now(UTC)).isoformat(),
-            build_config=build_config, chunks=table.num_rows,
-            pages=len(set(columns["doc_id"])), catalog_sha256=_sha256(staging / CATALOG))
+            version=version,
+            created_at=(created_at or datetime.now(UTC)).isoformat(),
+            build_config=build_config,
+            chunks=table.num_rows,
+            pages=len(set(columns["doc_id"])),
+            catalog_sha256=_sha256(staging / CATALOG),
+        )
         _carry_derived_files(target, staging, manifest.catalog_sha256)
         write_json(staging / MANIFEST, manifest.__dict__)
         fsync_tree(staging)
@@ -97,8 +118,11 @@ def _fitted_files(folder: Path) -> list[Path]:
     """The plain files later stages wrote into a snapshot (not catalog, manifest, temp files or links)."""
     if not folder.is_dir():
         return []
-    return sorted(e for e in folder.iterdir() if e.name not in (CATALOG, MANIFEST) and not e.name.startswith(".")
-                  and not e.is_symlink() and e.is_file())
+    return sorted(
+        e
+        for e in folder.iterdir()
+        if e.name not in (CATALOG, MANIFEST) and not e.name.startswith(".") and not e.is_symlink() and e.is_file()
+    )
 
 
 def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> None:
@@ -119,8 +143,9 @@ def snapshot_files(serving_root: Path, version: str) -> list[str]:
     return [e.name for e in _fitted_files(snapshot_dir(serving_root, version))]
 
 
-def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str, Any]] | None = None
-                            ) -> SnapshotManifest:
+def snapshot_from_warehouse(
+    home: Any, version: str, rows: Iterable[Mapping[str, Any]] | None = None
+) -> SnapshotManifest:
     """Write ``version``'s snapshot from the build warehouse (its chunks, config and creation
     time). ``rows``: the version's chunk rows when the caller has them loaded already."""
     warehouse = home.warehouse()
@@ -129,15 +154,25 @@ def snapshot_from_warehouse(home: Any, version: str, rows: Iterable[Mapping[str,
         raise ValueError(f"index version {version!r} is not registered in {warehouse.path}")
     if rows is None:
         rows = warehouse.chunks_of(version, CATALOG_FIELDS).iter_rows(named=True)
-    return write_snapshot(home.serving_root(), version, rows, warehouse.version_config(version) or {},
-                          created_at=info["created_at"].replace(tzinfo=UTC))
+    return write_snapshot(
+        home.serving_root(),
+        version,
+        rows,
+        warehouse.version_config(version) or {},
+        created_at=info["created_at"].replace(tzinfo=UTC),
+    )
 
 
 def _schema() -> pa.Schema:
-    text = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path", "text",
-            "page_kind")
-    return pa.schema([*(pa.field(n, pa.string()) for n in text), pa.field("pages", pa.list_(pa.int32())),
-                      pa.field("start_char", pa.int64()), pa.field("end_char", pa.int64())])
+    text = ("chunk_id", "doc_id", "project", "source", "page_id", "url", "title", "section_path", "text", "page_kind")
+    return pa.schema(
+        [
+            *(pa.field(n, pa.string()) for n in text),
+            pa.field("pages", pa.list_(pa.int32())),
+            pa.field("start_char", pa.int64()),
+            pa.field("end_char", pa.int64()),
+        ]
+    )
 
 
 def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
@@ -145,8 +180,9 @@ def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
-        raise SnapshotMissing(f"index version {version!r} has no serving snapshot "
-                              f"(`infra-rag snapshot --version {version}` writes it)") from None
+        raise SnapshotMissing(
+            f"index version {version!r} has no serving snapshot (`infra-rag snapshot --version {version}` writes it)"
+        ) from None
     return SnapshotManifest(**raw)
 
 

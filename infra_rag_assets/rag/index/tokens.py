@@ -54,9 +54,7 @@ def trim(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def hard_cut(
-    text: str, start: int, end: int, counter: TokenCounter, limit: int
-) -> list[tuple[int, int, int]]:
+def hard_cut(text: str, start: int, end: int, counter: TokenCounter, limit: int) -> list[tuple[int, int, int]]:
     """Cut ``[start, end)`` between tokens into verified pieces of at most ``limit`` tokens.
 
     A piece re-tokenized on its own may count differently than in context (a trailing

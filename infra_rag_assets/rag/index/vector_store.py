@@ -224,8 +224,9 @@ def build_where(filters: Mapping[str, Any] | None) -> str | None:
 class VectorSearcher:
     """Cosine search over one index version, refusing to run with a different model."""
 
-    def __init__(self, table: Any, embedder: Embedder, built: Mapping[str, Any], *,
-                 memory_scan_max_rows: int | None = None) -> None:
+    def __init__(
+        self, table: Any, embedder: Embedder, built: Mapping[str, Any], *, memory_scan_max_rows: int | None = None
+    ) -> None:
         self.table = table
         self.embedder = embedder
         self.built = dict(built)
@@ -283,8 +284,7 @@ class VectorSearcher:
                 else:
                     ids, matrix = _ids_and_vectors(self.table, rows)
                     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                    self._scan = (ids, np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0),
-                                                            dtype=np.float32))
+                    self._scan = (ids, np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32))
             return self._scan
 
 

@@ -52,9 +52,14 @@ def snapshot_pages(pages: list[PageRef], blobs: BlobStore, progress: Progress | 
 
 
 PAGE_SCHEMA = {  # explicit, so a frame of zero pages still has its columns
-    **dict.fromkeys(("source", "project", "doc_id", "page_id", "rel_path", "url", "upstream", "license",
-                     "kind", "bytes_hash"), pl.String),
-    "size_bytes": pl.Int64, "fetch_status": pl.String, "fetch_reason": pl.String, "read_ms": pl.Float64,
+    **dict.fromkeys(
+        ("source", "project", "doc_id", "page_id", "rel_path", "url", "upstream", "license", "kind", "bytes_hash"),
+        pl.String,
+    ),
+    "size_bytes": pl.Int64,
+    "fetch_status": pl.String,
+    "fetch_reason": pl.String,
+    "read_ms": pl.Float64,
 }
 
 
@@ -76,17 +81,30 @@ def _snapshot_one(page: PageRef, blobs: BlobStore) -> dict:
         except OSError as exc:
             status, reason = "error", f"{type(exc).__name__}: {exc.strerror or exc}"[:300]
     return {
-        "source": page.source.name, "project": page.source.project, "doc_id": page.doc_id,
-        "page_id": page.page_id, "rel_path": page.rel_path, "url": page.url,
-        "upstream": page.source.upstream_ref(), "license": page.source.license,
-        "kind": page.source.kind, "bytes_hash": digest, "size_bytes": size,
-        "fetch_status": status, "fetch_reason": reason,
+        "source": page.source.name,
+        "project": page.source.project,
+        "doc_id": page.doc_id,
+        "page_id": page.page_id,
+        "rel_path": page.rel_path,
+        "url": page.url,
+        "upstream": page.source.upstream_ref(),
+        "license": page.source.license,
+        "kind": page.source.kind,
+        "bytes_hash": digest,
+        "size_bytes": size,
+        "fetch_status": status,
+        "fetch_reason": reason,
         "read_ms": (time.perf_counter() - started) * 1000,
     }
 
 
-def parse_documents(pages: pl.DataFrame, blobs: BlobStore, reusable: dict[tuple[str, str], dict] | None = None,
-                    progress: Progress | None = None, budget_s: float = PARSE_BUDGET_S) -> tuple[pl.DataFrame, int]:
+def parse_documents(
+    pages: pl.DataFrame,
+    blobs: BlobStore,
+    reusable: dict[tuple[str, str], dict] | None = None,
+    progress: Progress | None = None,
+    budget_s: float = PARSE_BUDGET_S,
+) -> tuple[pl.DataFrame, int]:
     """Parse each snapshotted page (reusing earlier parses of identical bytes), then dedup.
 
     ``reusable`` maps (source bytes hash, parser@version) to a document row of an earlier
@@ -110,8 +128,9 @@ def parse_documents(pages: pl.DataFrame, blobs: BlobStore, reusable: dict[tuple[
             if progress:
                 progress(i, len(records))
     _mark_duplicates(rows)
-    return pl.DataFrame(rows, schema_overrides={"char_count": pl.Int64, "parse_ms": pl.Float64,
-                                                "section_count": pl.Int32}), reused
+    return pl.DataFrame(
+        rows, schema_overrides={"char_count": pl.Int64, "parse_ms": pl.Float64, "section_count": pl.Int32}
+    ), reused
 
 
 def parser_tag(kind: str) -> str:
@@ -145,29 +164,47 @@ def front_matter(raw: bytes) -> dict:
 def _parse_one(page: dict, blobs: BlobStore, listing: str = "", worker: ParseWorker | None = None) -> dict:
     started = time.perf_counter()
     if page["fetch_status"] != "ok":
-        doc = ParsedDocument(text="", title="", status=page["fetch_status"] or STATUS_ERROR,
-                             reason=f"not fetched: {page['fetch_reason']}")
+        doc = ParsedDocument(
+            text="",
+            title="",
+            status=page["fetch_status"] or STATUS_ERROR,
+            reason=f"not fetched: {page['fetch_reason']}",
+        )
     else:
         parse = worker.parse if worker else parse_page
-        doc = parse(page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"],
-                    appendix=listing)
+        doc = parse(
+            page["kind"], blobs.get(page["bytes_hash"]), path=page["rel_path"], url=page["url"], appendix=listing
+        )
         if len(doc.text) > MAX_DOC_CHARS:  # refused whole: a cut document would cite half a page
-            doc = ParsedDocument(text="", title=doc.title, status=STATUS_TOO_LARGE, parser=doc.parser,
-                                 parser_version=doc.parser_version,
-                                 reason=f"parsed text has {len(doc.text)} characters > {MAX_DOC_CHARS}")
+            doc = ParsedDocument(
+                text="",
+                title=doc.title,
+                status=STATUS_TOO_LARGE,
+                parser=doc.parser,
+                parser_version=doc.parser_version,
+                reason=f"parsed text has {len(doc.text)} characters > {MAX_DOC_CHARS}",
+            )
     return _document_row(page, doc, (time.perf_counter() - started) * 1000)
 
 
 def _document_row(page: dict, doc: ParsedDocument, parse_ms: float) -> dict:
     name, version = PARSERS.get(page["kind"], (doc.parser, doc.parser_version))
     return _identity(page) | {
-        "title": doc.title, "description": doc.description, "text": doc.text,
-        "page_kind": doc.page_kind, "status": doc.status, "reason": doc.reason,
+        "title": doc.title,
+        "description": doc.description,
+        "text": doc.text,
+        "page_kind": doc.page_kind,
+        "status": doc.status,
+        "reason": doc.reason,
         "sections_json": json.dumps([asdict(s) for s in doc.sections]),
         "page_spans_json": json.dumps([asdict(p) for p in doc.page_spans]),
-        "section_count": len(doc.sections), "content_hash": content_hash(doc.text) if doc.text else "",
-        "parser": doc.parser or name, "parser_version": doc.parser_version or version,
-        "pipeline_version": PIPELINE_VERSION, "char_count": len(doc.text), "parse_ms": parse_ms,
+        "section_count": len(doc.sections),
+        "content_hash": content_hash(doc.text) if doc.text else "",
+        "parser": doc.parser or name,
+        "parser_version": doc.parser_version or version,
+        "pipeline_version": PIPELINE_VERSION,
+        "char_count": len(doc.text),
+        "parse_ms": parse_ms,
     }
 
 

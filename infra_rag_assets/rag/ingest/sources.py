@@ -50,8 +50,9 @@ class Source:
     def url_for(self, rel_path: str) -> str:
         upstream_path = (self.upstream.get("files") or {}).get(rel_path, rel_path)
         # File names with spaces or ``&?#%`` must not end or split the URL: values are encoded.
-        url = self.url_template.format(page_path=quote(page_path(rel_path), safe="/"),
-                                       upstream_path=quote(upstream_path, safe="/"))
+        url = self.url_template.format(
+            page_path=quote(page_path(rel_path), safe="/"), upstream_path=quote(upstream_path, safe="/")
+        )
         return re.sub(r"(?<!:)/{2,}", "/", url)  # the top index page has an empty page_path
 
     def upstream_ref(self) -> str:
@@ -101,8 +102,7 @@ def expand_env(value: str) -> str:
     return settings.expand(value)
 
 
-def read_yaml_list(path: Path | str, key: str, error: type[Exception] = ValueError,
-                   what: str = "file") -> list:
+def read_yaml_list(path: Path | str, key: str, error: type[Exception] = ValueError, what: str = "file") -> list:
     """The non-empty list under ``key`` of a YAML file; every problem is one ``error`` line."""
     path = Path(path)
     if not path.is_file():
@@ -168,8 +168,11 @@ def check_url_template(template: str) -> str:
         if name not in PLACEHOLDERS:
             close = difflib.get_close_matches(name, PLACEHOLDERS, n=1, cutoff=0.6)
             hint = f"did you mean {{{close[0]}}}? " if close else ""
-            return (f"url_template has unknown placeholder {{{name}}} ({hint}known: "
-                    + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + ")")
+            return (
+                f"url_template has unknown placeholder {{{name}}} ({hint}known: "
+                + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+                + ")"
+            )
     return ""
 
 
@@ -202,9 +205,13 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
         mirror_path = Path(expand_env(str(mirror)))
         mirror_path = (mirror_path if mirror_path.is_absolute() else base / mirror_path).resolve()
     return Source(
-        name=str(entry["name"]), project=entry["project"], kind=entry["kind"],
-        license=str(entry["license"]), url_template=str(entry["url_template"]),
-        mirror=mirror_path, upstream=dict(upstream),
+        name=str(entry["name"]),
+        project=entry["project"],
+        kind=entry["kind"],
+        license=str(entry["license"]),
+        url_template=str(entry["url_template"]),
+        mirror=mirror_path,
+        upstream=dict(upstream),
     )
 
 
@@ -222,8 +229,10 @@ def iter_pages(source: Source, root: Path | None = None) -> Iterator[PageRef]:
     entries = list(walk_mirror(root, KINDS[source.kind]))
     if not any(e.status == "ok" for e in entries):  # /etc: no page, just a folder symlink
         refused = f" ({len(entries)} entries refused or skipped)" if entries else ""
-        raise SourceConfigError(f"source {source.name!r}: mirror {root} has no readable "
-                                f"{'/'.join(KINDS[source.kind])} files (zero pages){refused}")
+        raise SourceConfigError(
+            f"source {source.name!r}: mirror {root} has no readable "
+            f"{'/'.join(KINDS[source.kind])} files (zero pages){refused}"
+        )
     for entry in entries:
         yield PageRef(source, entry.rel_path, root / entry.rel_path, entry)
 
@@ -268,9 +277,12 @@ def fetch_upstream(source: Source, cache_dir: Path, timeout: float = 120.0) -> P
     target.mkdir(parents=True)
     if "git" in source.upstream:
         commit = source.upstream.get("commit") or "HEAD"
-        for cmd in (["git", "init", "-q"], ["git", "remote", "add", "origin", source.upstream["git"]],
-                    ["git", "fetch", "-q", "--depth", "1", "origin", commit],
-                    ["git", "checkout", "-q", "FETCH_HEAD"]):
+        for cmd in (
+            ["git", "init", "-q"],
+            ["git", "remote", "add", "origin", source.upstream["git"]],
+            ["git", "fetch", "-q", "--depth", "1", "origin", commit],
+            ["git", "checkout", "-q", "FETCH_HEAD"],
+        ):
             subprocess.run(cmd, cwd=target, check=True, timeout=timeout, capture_output=True)
     else:
         for url in source.upstream.get("urls", []):

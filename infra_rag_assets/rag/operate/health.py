@@ -24,8 +24,9 @@ TRACE_WINDOW = 100
 DEFAULT_MAX_TRACE_ERRORS = 5
 
 
-def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
-                max_trace_errors: int = DEFAULT_MAX_TRACE_ERRORS) -> dict[str, Any]:
+def full_health(
+    home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS, max_trace_errors: int = DEFAULT_MAX_TRACE_ERRORS
+) -> dict[str, Any]:
     """``{"ok": bool, "checks": {name: {"ok": bool, "detail": str, ...}}}`` for every check."""
     try:
         checks = serving_checks(home)
@@ -33,8 +34,10 @@ def full_health(home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
         checks = {"index": _failed(exc), "release": _failed(exc), "model": _failed(exc)}
     if checks.get("model", {}).get("ok"):
         checks["model"] = {**checks["model"], **_model_files(checks["model"]["model_id"])}
-    for name, fn in (("freshness", lambda: freshness(home, max_age_days)),
-                     ("traces", lambda: trace_errors(home, max_trace_errors))):
+    for name, fn in (
+        ("freshness", lambda: freshness(home, max_age_days)),
+        ("traces", lambda: trace_errors(home, max_trace_errors)),
+    ):
         try:
             checks[name] = fn()
         except Exception as exc:  # noqa: BLE001 - health reports, never raises
@@ -65,8 +68,11 @@ def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
 
 def release_check(home: DataHome) -> dict[str, Any]:
     current = releases.read_pointer(home.release_pointer()).get("current")
-    return {"ok": current is not None, "current": current,
-            "detail": "" if current else "no release yet (serving the latest built version)"}
+    return {
+        "ok": current is not None,
+        "current": current,
+        "detail": "" if current else "no release yet (serving the latest built version)",
+    }
 
 
 def index_check(home: DataHome, version: str) -> dict[str, Any]:
@@ -74,8 +80,12 @@ def index_check(home: DataHome, version: str) -> dict[str, Any]:
     from ..index.page_index import has_page_index
 
     pages = has_page_index(home.version(version).tantivy)
-    return {"ok": (home.version(version).tantivy).is_dir(), "version": version, "page_index": pages,
-            "detail": "" if pages else "no page index (built before it existed): page term skipped, results degraded"}
+    return {
+        "ok": (home.version(version).tantivy).is_dir(),
+        "version": version,
+        "page_index": pages,
+        "detail": "" if pages else "no page index (built before it existed): page term skipped, results degraded",
+    }
 
 
 def model_check(engine: Any) -> dict[str, Any]:
@@ -121,11 +131,19 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
             problems.append(f"newest index version {newest[0][0]} is {index_age:.1f} days old")
     else:
         problems.append("no built index version")
-    ages = [f"{label} {age:.1f}d" for label, age in (("release", release_age), ("newest index", index_age))
-            if age is not None]
-    return {"ok": not problems, "release_age_days": _round(release_age), "newest_index_version":
-            newest[0][0] if newest else None, "index_age_days": _round(index_age), "max_age_days": max_age_days,
-            "detail": "; ".join(problems) or f"{', '.join(ages)} (max {max_age_days:g}d)"}
+    ages = [
+        f"{label} {age:.1f}d"
+        for label, age in (("release", release_age), ("newest index", index_age))
+        if age is not None
+    ]
+    return {
+        "ok": not problems,
+        "release_age_days": _round(release_age),
+        "newest_index_version": newest[0][0] if newest else None,
+        "index_age_days": _round(index_age),
+        "max_age_days": max_age_days,
+        "detail": "; ".join(problems) or f"{', '.join(ages)} (max {max_age_days:g}d)",
+    }
 
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
@@ -134,8 +152,13 @@ def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
 
     recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
     total, errors = recent.height, int((recent["outcome"] == "error").sum())
-    return {"ok": errors <= max_errors, "traces": total, "errors": errors, "max_errors": max_errors,
-            "detail": f"{errors} errors in the last {total} traces (max {max_errors})"}
+    return {
+        "ok": errors <= max_errors,
+        "traces": total,
+        "errors": errors,
+        "max_errors": max_errors,
+        "detail": f"{errors} errors in the last {total} traces (max {max_errors})",
+    }
 
 
 def _round(value: float | None) -> float | None:

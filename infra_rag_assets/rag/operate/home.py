@@ -75,8 +75,13 @@ class DataHome:
 
 # kind -> folder under the data home. An entry is a file or a folder named by its content key:
 # the hash of everything it was computed from, so an unchanged input finds it again.
-CACHE_KINDS = {"model": "models", "ranker": "rankers", "calibration": "calibrations", "eval_run": "eval_cache",
-               "generation": "generations"}
+CACHE_KINDS = {
+    "model": "models",
+    "ranker": "rankers",
+    "calibration": "calibrations",
+    "eval_run": "eval_cache",
+    "generation": "generations",
+}
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ class VersionPaths:
 
     @property
     def ranker(self) -> Path:
-        from ..search.ranker import RANKER_FILE
+        from ..search.ranking.ranker import RANKER_FILE
 
         return self.snapshot / RANKER_FILE
 

@@ -9,14 +9,27 @@ from __future__ import annotations
 from .warehouse import Warehouse
 
 
-def question_chain(warehouse: Warehouse, question_id: str, regime: str = "serving",
-                   version: str | None = None) -> dict:
+def question_chain(warehouse: Warehouse, question_id: str, regime: str = "serving", version: str | None = None) -> dict:
     """The latest scored run of ``question_id`` and the provenance of its top hit."""
     row = warehouse.latest_eval_result(question_id, regime, version)
     if row is None:
         raise ValueError(f"no eval result for question {question_id!r} (regime {regime})")
-    chain = {"question": {k: row[k] for k in ("question_id", "question", "benchmark", "regime", "index_version",
-                                              "run_id", "rank", "relevant", "retrieval_config_hash")}}
+    chain = {
+        "question": {
+            k: row[k]
+            for k in (
+                "question_id",
+                "question",
+                "benchmark",
+                "regime",
+                "index_version",
+                "run_id",
+                "rank",
+                "relevant",
+                "retrieval_config_hash",
+            )
+        }
+    }
     chunk_ids = row["ranked_chunk_ids"] or []
     if chunk_ids:
         chain["hit"] = chunk_provenance(warehouse, row["index_version"], chunk_ids[0])

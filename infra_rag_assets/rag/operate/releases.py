@@ -44,8 +44,12 @@ class ReleaseEvent:
 
 def history(warehouse: Warehouse) -> list[ReleaseEvent]:
     """All release events, oldest first."""
-    return [ReleaseEvent(**{k: v for k, v in r.items() if k != "metrics_json"},
-                         metrics=json.loads(r["metrics_json"] or "{}")) for r in warehouse.release_events()]
+    return [
+        ReleaseEvent(
+            **{k: v for k, v in r.items() if k != "metrics_json"}, metrics=json.loads(r["metrics_json"] or "{}")
+        )
+        for r in warehouse.release_events()
+    ]
 
 
 def current_release(warehouse: Warehouse) -> str | None:
@@ -53,15 +57,31 @@ def current_release(warehouse: Warehouse) -> str | None:
     return events[-1].index_version if events else None
 
 
-def record(warehouse: Warehouse, version: str, action: str, *, run_id: str = "", reason: str = "",
-           metrics: dict | None = None, actor: str | None = None) -> ReleaseEvent:
+def record(
+    warehouse: Warehouse,
+    version: str,
+    action: str,
+    *,
+    run_id: str = "",
+    reason: str = "",
+    metrics: dict | None = None,
+    actor: str | None = None,
+) -> ReleaseEvent:
     event = ReleaseEvent(
-        event_id=uuid.uuid4().hex, index_version=version, action=action,
-        occurred_at=datetime.now(UTC).replace(tzinfo=None), actor=actor or _actor(), run_id=run_id,
-        previous_version=current_release(warehouse), reason=reason, metrics=metrics or {},
+        event_id=uuid.uuid4().hex,
+        index_version=version,
+        action=action,
+        occurred_at=datetime.now(UTC).replace(tzinfo=None),
+        actor=actor or _actor(),
+        run_id=run_id,
+        previous_version=current_release(warehouse),
+        reason=reason,
+        metrics=metrics or {},
     )
-    row = {**{k: v for k, v in event.__dict__.items() if k != "metrics"},
-           "metrics_json": json.dumps(event.metrics, sort_keys=True, default=str)}
+    row = {
+        **{k: v for k, v in event.__dict__.items() if k != "metrics"},
+        "metrics_json": json.dumps(event.metrics, sort_keys=True, default=str),
+    }
     warehouse.append("releases", pl.DataFrame([row], schema_overrides={"previous_version": pl.String}))
     publish_pointer(warehouse)
     return event
@@ -71,9 +91,11 @@ def publish_pointer(warehouse: Warehouse) -> dict:
     """Write the release pointer from the warehouse history (idempotent; also repairs a pointer
     left stale by a crash between the history commit and the pointer write)."""
     events = history(warehouse)
-    pointer = {"current": events[-1].index_version if events else None,
-               "history": [_event_dict(e) for e in events],
-               "published_at": datetime.now(UTC).isoformat()}
+    pointer = {
+        "current": events[-1].index_version if events else None,
+        "history": [_event_dict(e) for e in events],
+        "published_at": datetime.now(UTC).isoformat(),
+    }
     write_json_atomic(pointer_path(warehouse), pointer)
     return pointer
 

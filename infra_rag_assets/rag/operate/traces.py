@@ -27,11 +27,24 @@ from pathlib import Path
 from typing import Any
 
 TRACE_COLUMNS = {
-    "trace_id": "VARCHAR", "occurred_at": "TIMESTAMP", "origin": "VARCHAR", "question": "VARCHAR",
-    "index_version": "VARCHAR", "retrieval_config_name": "VARCHAR", "retrieval_config_hash": "VARCHAR",
-    "dense_ranking_json": "VARCHAR", "lexical_ranking_json": "VARCHAR", "hits_json": "VARCHAR",
-    "timings_json": "VARCHAR", "answer": "VARCHAR", "citations_json": "VARCHAR", "outcome": "VARCHAR",
-    "method": "VARCHAR", "abstained": "BOOLEAN", "degraded": "BOOLEAN", "error": "VARCHAR",
+    "trace_id": "VARCHAR",
+    "occurred_at": "TIMESTAMP",
+    "origin": "VARCHAR",
+    "question": "VARCHAR",
+    "index_version": "VARCHAR",
+    "retrieval_config_name": "VARCHAR",
+    "retrieval_config_hash": "VARCHAR",
+    "dense_ranking_json": "VARCHAR",
+    "lexical_ranking_json": "VARCHAR",
+    "hits_json": "VARCHAR",
+    "timings_json": "VARCHAR",
+    "answer": "VARCHAR",
+    "citations_json": "VARCHAR",
+    "outcome": "VARCHAR",
+    "method": "VARCHAR",
+    "abstained": "BOOLEAN",
+    "degraded": "BOOLEAN",
+    "error": "VARCHAR",
 }
 SEGMENT_MAX_BYTES = 64 << 20
 DEFAULT_QUEUE_SIZE = 10_000
@@ -45,41 +58,82 @@ def _now() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat()
 
 
-def trace_row(*, origin: str, version: str, config_name: str, result: Any, answer: Any = None,
-              outcome: str | None = None, error: str = "", trace_id: str | None = None) -> dict:
+def trace_row(
+    *,
+    origin: str,
+    version: str,
+    config_name: str,
+    result: Any,
+    answer: Any = None,
+    outcome: str | None = None,
+    error: str = "",
+    trace_id: str | None = None,
+) -> dict:
     """Build a trace row from a RetrievalResult and an optional Answer."""
-    hits = [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score, "dense_score": h.dense_score,
-             "lexical_score": h.lexical_score, "url": h.url} for h in result.hits]
-    citations = [asdict(c) if is_dataclass(c) and not isinstance(c, type) else c
-                 for c in (answer.citations if answer else [])]
+    hits = [
+        {
+            "chunk_id": h.chunk_id,
+            "doc_id": h.doc_id,
+            "score": h.score,
+            "dense_score": h.dense_score,
+            "lexical_score": h.lexical_score,
+            "url": h.url,
+        }
+        for h in result.hits
+    ]
+    citations = [
+        asdict(c) if is_dataclass(c) and not isinstance(c, type) else c for c in (answer.citations if answer else [])
+    ]
     return {
-        "trace_id": trace_id or new_trace_id(), "occurred_at": _now(),
-        "origin": origin, "question": result.question, "index_version": version,
-        "retrieval_config_name": config_name, "retrieval_config_hash": result.config_hash,
+        "trace_id": trace_id or new_trace_id(),
+        "occurred_at": _now(),
+        "origin": origin,
+        "question": result.question,
+        "index_version": version,
+        "retrieval_config_name": config_name,
+        "retrieval_config_hash": result.config_hash,
         "dense_ranking_json": json.dumps(result.dense_ranking),
         "lexical_ranking_json": json.dumps(result.lexical_ranking),
-        "hits_json": json.dumps(hits), "timings_json": json.dumps(result.timings_ms),
-        "answer": answer.text if answer else None, "citations_json": json.dumps(citations, default=str),
+        "hits_json": json.dumps(hits),
+        "timings_json": json.dumps(result.timings_ms),
+        "answer": answer.text if answer else None,
+        "citations_json": json.dumps(citations, default=str),
         "outcome": outcome or (answer.outcome if answer else ("abstained" if result.abstained else "retrieved")),
-        "method": answer.method if answer else "retrieval", "abstained": bool(result.abstained),
-        "degraded": bool(result.degraded), "error": error or (answer.error if answer else ""),
+        "method": answer.method if answer else "retrieval",
+        "abstained": bool(result.abstained),
+        "degraded": bool(result.degraded),
+        "error": error or (answer.error if answer else ""),
     }
 
 
-def error_row(*, origin: str, version: str, config_name: str, question: str, error: str,
-              trace_id: str | None = None) -> dict:
+def error_row(
+    *, origin: str, version: str, config_name: str, question: str, error: str, trace_id: str | None = None
+) -> dict:
     """A trace for a question that failed before retrieval produced a result."""
     return {k: None for k in TRACE_COLUMNS} | {
-        "trace_id": trace_id or new_trace_id(), "occurred_at": _now(), "origin": origin, "question": question,
-        "index_version": version, "retrieval_config_name": config_name, "outcome": "error", "error": error,
-        "abstained": False, "degraded": False}
+        "trace_id": trace_id or new_trace_id(),
+        "occurred_at": _now(),
+        "origin": origin,
+        "question": question,
+        "index_version": version,
+        "retrieval_config_name": config_name,
+        "outcome": "error",
+        "error": error,
+        "abstained": False,
+        "degraded": False,
+    }
 
 
 class TraceSink:
     """A bounded queue and one writer thread appending to this process's segment file."""
 
-    def __init__(self, traces_dir: Path | str, *, queue_size: int = DEFAULT_QUEUE_SIZE,
-                 segment_max_bytes: int = SEGMENT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        traces_dir: Path | str,
+        *,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        segment_max_bytes: int = SEGMENT_MAX_BYTES,
+    ) -> None:
         self.dir = Path(traces_dir)
         self.segment_max_bytes = segment_max_bytes
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
@@ -122,8 +176,13 @@ class TraceSink:
                 self._stream = None
 
     def health(self) -> dict[str, Any]:
-        return {**self.stats, "queued": self.queued(), "queue_size": self._queue.maxsize,
-                "ok": self.stats["write_errors"] == 0, "last_error": self.last_error}
+        return {
+            **self.stats,
+            "queued": self.queued(),
+            "queue_size": self._queue.maxsize,
+            "ok": self.stats["write_errors"] == 0,
+            "last_error": self.last_error,
+        }
 
     def _run(self) -> None:
         while True:
@@ -181,9 +240,11 @@ def read_traces(traces_dir: Path | str, *, last: int | None = None, where: str =
     if not files:
         return pl.DataFrame(schema={name: _polars_type(sql) for name, sql in TRACE_COLUMNS.items()})
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in TRACE_COLUMNS.items()) + "}"
-    sql = (f"SELECT * FROM read_json(?, format='newline_delimited', columns={columns}, ignore_errors=true) "
-           f"WHERE trace_id IS NOT NULL {('AND ' + where) if where else ''} ORDER BY occurred_at DESC"
-           + (f" LIMIT {int(last)}" if last else ""))
+    sql = (
+        f"SELECT * FROM read_json(?, format='newline_delimited', columns={columns}, ignore_errors=true) "
+        f"WHERE trace_id IS NOT NULL {('AND ' + where) if where else ''} ORDER BY occurred_at DESC"
+        + (f" LIMIT {int(last)}" if last else "")
+    )
     with duckdb.connect() as con:
         return pl.from_arrow(con.sql(sql, params=[files]).to_arrow_table())
 
@@ -200,8 +261,17 @@ def last_traces(traces_dir: Path | str, n: int = 10) -> Any:
 
     frame = read_traces(traces_dir, last=n)
     total = pl.col("timings_json").str.json_path_match("$.total")
-    return frame.select("occurred_at", "origin", "index_version", pl.col("retrieval_config_name").alias("config"),
-                        "outcome", "method", "question", total.alias("total_ms"), "trace_id")
+    return frame.select(
+        "occurred_at",
+        "origin",
+        "index_version",
+        pl.col("retrieval_config_name").alias("config"),
+        "outcome",
+        "method",
+        "question",
+        total.alias("total_ms"),
+        "trace_id",
+    )
 
 
 def load_into_warehouse(warehouse: Any, traces_dir: Path | str) -> tuple[int, int]:

@@ -147,8 +147,7 @@ class Warehouse(WarehouseReads):
             con.execute(sql, params or [])
 
     # --- index versions -------------------------------------------------------------------
-    def record_version(self, version: str, config: dict, config_hash: str, fingerprint: str,
-                       created_by: str) -> bool:
+    def record_version(self, version: str, config: dict, config_hash: str, fingerprint: str, created_by: str) -> bool:
         """Insert the version's row unless the name exists; True when this call inserted it
         (one transaction, so of two processes recording one name exactly one gets True)."""
         with self.connect() as con:
@@ -188,8 +187,10 @@ class Warehouse(WarehouseReads):
         with self.connect() as con:
             con.register("incoming", arrow)
             before = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming i "
-                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{key} = i.{key})")
+            con.execute(
+                f"INSERT INTO {table} BY NAME SELECT * FROM incoming i "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{key} = i.{key})"
+            )
             after = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
             con.unregister("incoming")
         return after - before
@@ -199,9 +200,13 @@ class Warehouse(WarehouseReads):
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             con.execute(f"DELETE FROM {table} WHERE index_version = ?", [target_version])
-            con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS index_version) "
-                        f"FROM {table} WHERE index_version = ?", [target_version, source_version])
-            count = con.execute(f"SELECT count(*) FROM {table} WHERE index_version = ?",
-                                [target_version]).fetchall()[0][0]
+            con.execute(
+                f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS index_version) "
+                f"FROM {table} WHERE index_version = ?",
+                [target_version, source_version],
+            )
+            count = con.execute(f"SELECT count(*) FROM {table} WHERE index_version = ?", [target_version]).fetchall()[
+                0
+            ][0]
             con.execute("COMMIT")
         return count

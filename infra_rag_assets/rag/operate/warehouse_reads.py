@@ -21,13 +21,13 @@ class WarehouseReads:
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
 
-    def chunks_of(self, version: str, columns: Sequence[str] = ("*",),
-                  order_by: Sequence[str] = ("chunk_id",)) -> pl.DataFrame:
+    def chunks_of(
+        self, version: str, columns: Sequence[str] = ("*",), order_by: Sequence[str] = ("chunk_id",)
+    ) -> pl.DataFrame:
         """``version``'s chunk rows (stable order: chunk id unless ``order_by`` says otherwise)."""
         return self._of("chunks", version, columns, order_by)
 
-    def documents_of(self, version: str, columns: Sequence[str] = ("*",),
-                     order_by: Sequence[str] = ()) -> pl.DataFrame:
+    def documents_of(self, version: str, columns: Sequence[str] = ("*",), order_by: Sequence[str] = ()) -> pl.DataFrame:
         """``version``'s page records (every status)."""
         return self._of("documents", version, columns, order_by)
 
@@ -42,8 +42,10 @@ class WarehouseReads:
         """Chunks of ``version`` (only those of ``doc_ids`` when given)."""
         if doc_ids is None:
             return self.row_count("chunks", version)
-        return self.rows("SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id IN "
-                         "(SELECT unnest(?::VARCHAR[]))", [version, list(doc_ids)])[0][0]
+        return self.rows(
+            "SELECT count(*) FROM chunks WHERE index_version = ? AND doc_id IN (SELECT unnest(?::VARCHAR[]))",
+            [version, list(doc_ids)],
+        )[0][0]
 
     def page_count(self, version: str) -> int:
         """Pages with at least one chunk (what the page-level lexical index holds)."""
@@ -61,7 +63,8 @@ class WarehouseReads:
         found = self.rows(
             f"SELECT v.index_version FROM index_versions v WHERE v.index_version <> ? AND EXISTS "
             f"(SELECT 1 FROM {table} t WHERE t.index_version = v.index_version) ORDER BY v.created_at DESC LIMIT 1",
-            [exclude])
+            [exclude],
+        )
         return found[0][0] if found else None
 
     def has_rows(self, table: str, version: str) -> bool:
@@ -73,14 +76,16 @@ class WarehouseReads:
 
     def newest_version(self) -> tuple[str, str] | None:
         """(name, sources fingerprint) of the most recently registered version, built or not."""
-        found = self.rows("SELECT index_version, sources_fingerprint FROM index_versions "
-                          "ORDER BY created_at DESC LIMIT 1")
+        found = self.rows(
+            "SELECT index_version, sources_fingerprint FROM index_versions ORDER BY created_at DESC LIMIT 1"
+        )
         return (found[0][0], found[0][1]) if found else None
 
     def trace_counts(self) -> pl.DataFrame:
         """Loaded traces by origin and outcome (the served_traces asset's summary)."""
-        return self.frame("SELECT origin, outcome, count(*) AS traces FROM traces "
-                          "GROUP BY ALL ORDER BY origin, outcome")
+        return self.frame(
+            "SELECT origin, outcome, count(*) AS traces FROM traces GROUP BY ALL ORDER BY origin, outcome"
+        )
 
     def has_question(self, question_id: str) -> bool:
         return bool(self.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [question_id]))
@@ -99,8 +104,10 @@ class WarehouseReads:
         """The newest scored run of one question under one regime (of ``version`` when given)."""
         found = self.frame(
             "SELECT * FROM eval_results WHERE question_id = ? AND regime = ?"
-            + (" AND index_version = ?" if version else "") + " ORDER BY run_id DESC LIMIT 1",
-            [question_id, regime] + ([version] if version else [])).to_dicts()
+            + (" AND index_version = ?" if version else "")
+            + " ORDER BY run_id DESC LIMIT 1",
+            [question_id, regime] + ([version] if version else []),
+        ).to_dicts()
         return found[0] if found else None
 
     def largest_run_ranks(self, version: str, regime: str, benchmark: str) -> list[tuple]:
@@ -110,7 +117,8 @@ class WarehouseReads:
             "SELECT question_id, relevant, rank FROM eval_results WHERE index_version = ? AND regime = ? "
             "AND benchmark = ? AND run_id = (SELECT max_by(run_id, n) FROM (SELECT run_id, "
             "count(*) n FROM eval_results WHERE index_version = ? GROUP BY run_id))",
-            [version, regime, benchmark, version])
+            [version, regime, benchmark, version],
+        )
 
     def chunk_provenance(self, version: str, chunk_id: str) -> dict | None:
         """A chunk's span in its document and the source page bytes behind it (lineage)."""
@@ -121,7 +129,8 @@ class WarehouseReads:
             "substr(d.text, c.start_char + 1, c.end_char - c.start_char) = c.text AS span_matches "
             "FROM chunks c JOIN documents d USING (index_version, doc_id) "
             "JOIN source_pages p USING (index_version, doc_id) WHERE c.index_version = ? AND c.chunk_id = ?",
-            [version, chunk_id]).to_dicts()
+            [version, chunk_id],
+        ).to_dicts()
         return found[0] if found else None
 
     # --- reads of the build's own checks and reports ----------------------------------------
@@ -134,28 +143,37 @@ class WarehouseReads:
             "SELECT * EXCLUDE (index_version) FROM documents WHERE index_version <> ? "
             "AND source_hash IN (SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER "
             "(PARTITION BY source_hash, parser, parser_version, pipeline_version ORDER BY doc_id) = 1",
-            [exclude_version, list(bytes_hashes)])
+            [exclude_version, list(bytes_hashes)],
+        )
 
     def parse_failures_by_project(self, version: str) -> pl.DataFrame:
         """Pages and failed parses (error, too_large) per project."""
         return self.frame(
             "SELECT project, count(*) AS pages, count(*) FILTER (WHERE status IN ('error', 'too_large')) AS failed "
-            "FROM documents WHERE index_version = ? GROUP BY project ORDER BY project", [version])
+            "FROM documents WHERE index_version = ? GROUP BY project ORDER BY project",
+            [version],
+        )
 
     def chunks_not_slices(self, version: str) -> pl.DataFrame:
         """Chunks whose text is not exactly ``document.text[start:end]``."""
         return self.frame(
             "SELECT c.chunk_id, c.doc_id, c.start_char, c.end_char FROM chunks c JOIN documents d "
             "ON d.index_version = c.index_version AND d.doc_id = c.doc_id WHERE c.index_version = ? "
-            "AND substr(d.text, c.start_char + 1, c.end_char - c.start_char) IS DISTINCT FROM c.text", [version])
+            "AND substr(d.text, c.start_char + 1, c.end_char - c.start_char) IS DISTINCT FROM c.text",
+            [version],
+        )
 
     def chunks_out_of_bounds(self, version: str, max_tokens: int, max_chars: int) -> pl.DataFrame:
         """Empty chunks and chunks over the token or character bound."""
         return self.frame(
             "SELECT chunk_id, doc_id, token_count, length(text) AS chars FROM chunks WHERE index_version = ? "
-            "AND (trim(text) = '' OR token_count > ? OR length(text) > ?)", [version, max_tokens, max_chars])
+            "AND (trim(text) = '' OR token_count > ? OR length(text) > ?)",
+            [version, max_tokens, max_chars],
+        )
 
     def eval_metric_rows(self, version: str) -> list[tuple]:
         """(benchmark, regime, slice, slice_value, metric, value) of the version's eval_run."""
-        return self.rows("SELECT benchmark, regime, slice, slice_value, metric, value FROM eval_metrics "
-                         "WHERE index_version = ?", [version])
+        return self.rows(
+            "SELECT benchmark, regime, slice, slice_value, metric, value FROM eval_metrics WHERE index_version = ?",
+            [version],
+        )

@@ -93,9 +93,14 @@ def top_pages_agree(dense_pages: Iterable[str | None], lexical_pages: Iterable[s
     return dense is not None and dense == lexical
 
 
-def unanswerable_reason(question: str, vocab: Vocabulary, *, dense_pages: Iterable[str | None] = (),
-                        lexical_pages: Iterable[str | None] = (),
-                        rule: AnswerabilityRule = DEFAULT_RULE) -> str:
+def unanswerable_reason(
+    question: str,
+    vocab: Vocabulary,
+    *,
+    dense_pages: Iterable[str | None] = (),
+    lexical_pages: Iterable[str | None] = (),
+    rule: AnswerabilityRule = DEFAULT_RULE,
+) -> str:
     """Why the question looks unanswerable from this corpus, or "" to answer it."""
     unknown = unknown_terms(question, vocab, rule)
     if not unknown:

@@ -93,17 +93,29 @@ class Calibration:
         return AnswerabilityRule.from_dict(self.answerability)
 
 
-def calibrate(version: str, off_topic: Sequence[float], answerable: Sequence[float], *, model_hash: str = "",
-              sources: dict[str, dict] | None = None, rule: AnswerabilityRule = DEFAULT_RULE) -> Calibration:
+def calibrate(
+    version: str,
+    off_topic: Sequence[float],
+    answerable: Sequence[float],
+    *,
+    model_hash: str = "",
+    sources: dict[str, dict] | None = None,
+    rule: AnswerabilityRule = DEFAULT_RULE,
+) -> Calibration:
     """A version's calibration from its two cosine samples; ``sources`` names where each came
     from (e.g. ``{"off_topic": {"benchmark": ..., "hash": ...}, "answerable": {...}}``)."""
     sources = sources or {}
     derived = derive_floor(off_topic, answerable)
     return Calibration(
-        version=version, floor=derived.floor, derivation=asdict(derived), model_hash=model_hash,
+        version=version,
+        floor=derived.floor,
+        derivation=asdict(derived),
+        model_hash=model_hash,
         off_topic={**sources.get("off_topic", {}), "n": len(off_topic), "quantiles": quantiles(off_topic)},
         answerable={**sources.get("answerable", {}), "n": len(answerable), "quantiles": quantiles(answerable)},
-        answerability=rule.to_dict(), created_at=datetime.now(UTC).isoformat())
+        answerability=rule.to_dict(),
+        created_at=datetime.now(UTC).isoformat(),
+    )
 
 
 def calibration_path(snapshot_dir: Path) -> Path:
@@ -128,8 +140,9 @@ def read_calibration(snapshot_dir: Path) -> Calibration | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} is unreadable ({type(exc).__name__}): "
-                         "re-materialize abstention_calibration") from None
+        raise ValueError(
+            f"{path} is unreadable ({type(exc).__name__}): re-materialize abstention_calibration"
+        ) from None
     known = {k: v for k, v in raw.items() if k in Calibration.__dataclass_fields__} if isinstance(raw, dict) else {}
     try:
         calibration = Calibration(**known)

@@ -15,16 +15,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..index.config import BuildConfig
+from ..index.config import BuildSettings
 from ..operate import releases
 from ..operate.home import DataHome
 from .answerability import DEFAULT_RULE
 from .calibration import Calibration
 from .packing import PackedContext, pack_passages
 from .page_vectors import version_page_vectors
-from .ranker import Ranker, fallback_reason, version_ranker
-from .retrieval import NAMED_CONFIGS, RetrievalConfig, RetrievalResult, Retriever
-from .retrieval_config import VERSION_RANKER, without_ranker
+from .ranking.ranker import Ranker, fallback_reason, version_ranker
+from .retrieval import NAMED_CONFIGS, RetrievalResult, RetrievalSettings, Retriever
+from .retrieval_settings import VERSION_RANKER, without_ranker
 
 if TYPE_CHECKING:  # opened lazily at run time (Tantivy, LanceDB)
     from ..index.lexical_store import LexicalSearcher
@@ -50,8 +50,9 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
             read_manifest(home.serving_root(), requested)
         except SnapshotMissing as exc:
             built = (home.tantivy_root() / requested).is_dir()  # built before snapshots: say how to fix
-            raise VersionNotFound(str(exc) if built else f"index version {requested!r} is not servable "
-                                  "(see `infra-rag versions`)") from None
+            raise VersionNotFound(
+                str(exc) if built else f"index version {requested!r} is not servable (see `infra-rag versions`)"
+            ) from None
         except ValueError as exc:
             raise VersionNotFound(str(exc)) from None
         return requested
@@ -86,7 +87,7 @@ def served_model(home: DataHome, version: str, configured: str) -> str:
     recorded = read_model_info(home.vectors_uri(), version).get("model_id") or configured
     path = Path(recorded)
     if path.is_absolute() and not path.is_dir() and "models" in path.parts:
-        parts = path.parts[len(path.parts) - 1 - path.parts[::-1].index("models"):]
+        parts = path.parts[len(path.parts) - 1 - path.parts[::-1].index("models") :]
         if home.root.joinpath(*parts).is_dir():
             return str(home.root.joinpath(*parts))
     return recorded
@@ -118,7 +119,7 @@ class QueryEngine:
         ranker = version_ranker(snapshot_dir(home.serving_root(), version))
         self.page_vectors = version_page_vectors(snapshot_dir(home.serving_root(), version))
         self.ranker: Ranker | None = None if fallback_reason(ranker, self.page_vectors) else ranker
-        self.build_config = BuildConfig.from_dict(self.manifest.build_config)
+        self.build_config = BuildSettings.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.model_id = served_model(home, version, self.build_config.model_id)
         self.embedder = shared_embedder(self.model_id)
@@ -135,7 +136,7 @@ class QueryEngine:
         home = home or DataHome.at()
         return cls(home, resolve_version(home, version))
 
-    def warm(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> None:
+    def warm(self, config: RetrievalSettings | str = DEFAULT_CONFIG) -> None:
         """Run one query so the first user request pays no lazy loading (model, page index)."""
         self.search("warm up: how does a deployment roll out?", config=config, k=1)
 
@@ -154,7 +155,7 @@ class QueryEngine:
         """The version's chunk-level lexical index: term document frequencies for answerability."""
         return self._searchers("lexical")[1]
 
-    def _page_searcher(self, config: RetrievalConfig) -> LexicalSearcher | None:
+    def _page_searcher(self, config: RetrievalSettings) -> LexicalSearcher | None:
         """Opened once, and only for configs with a page term (older versions have none: None)."""
         from ..index.page_index import open_page_searcher
 
@@ -162,7 +163,7 @@ class QueryEngine:
             self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False
         return self._pages or None
 
-    def resolve(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> RetrievalConfig:
+    def resolve(self, config: RetrievalSettings | str = DEFAULT_CONFIG) -> RetrievalSettings:
         """The config as this version runs it: a ``calibrated_floor`` config gets the version's
         calibrated floor (its own ``floor`` when the version has no calibration), so the floor
         a result was judged at is in its config hash; a ``ranker="version"`` config gets the
@@ -172,38 +173,61 @@ class QueryEngine:
             config = dataclasses.replace(config, floor=self.calibration.floor)
         if config.fusion == "learned" and config.ranker == VERSION_RANKER:
             # The weights' hash goes into the config (and so into every trace and eval row).
-            config = (dataclasses.replace(config, ranker=f"{VERSION_RANKER}:{self.ranker.hash}") if self.ranker
-                      else without_ranker(config))
+            config = (
+                dataclasses.replace(config, ranker=f"{VERSION_RANKER}:{self.ranker.hash}")
+                if self.ranker
+                else without_ranker(config)
+            )
         return config
 
-    def retriever(self, config: RetrievalConfig | str = DEFAULT_CONFIG) -> Retriever:
+    def retriever(self, config: RetrievalSettings | str = DEFAULT_CONFIG) -> Retriever:
         config = self.resolve(config)
         key = config.config_hash()
         rule = self.calibration.rule if self.calibration else DEFAULT_RULE
         with self._lock:
             if key not in self._retrievers:
                 vector, lexical = self._searchers(config.mode)
-                self._retrievers[key] = Retriever(catalog=self.catalog, config=config, vector_searcher=vector,
-                                                  lexical_searcher=lexical, page_searcher=self._page_searcher(config),
-                                                  answerability_rule=rule,
-                                                  ranker=self.ranker if config.ranker.startswith(VERSION_RANKER)
-                                                  else None, page_vectors=self.page_vectors)
+                self._retrievers[key] = Retriever(
+                    catalog=self.catalog,
+                    config=config,
+                    vector_searcher=vector,
+                    lexical_searcher=lexical,
+                    page_searcher=self._page_searcher(config),
+                    answerability_rule=rule,
+                    ranker=self.ranker if config.ranker.startswith(VERSION_RANKER) else None,
+                    page_vectors=self.page_vectors,
+                )
             return self._retrievers[key]
 
-    def search(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 10,
-               filters: dict | None = None) -> RetrievalResult:
+    def search(
+        self,
+        question: str,
+        *,
+        config: RetrievalSettings | str = DEFAULT_CONFIG,
+        k: int = 10,
+        filters: dict | None = None,
+    ) -> RetrievalResult:
         return self.retriever(config).search(question, k=k, filters=filters)
 
-    def answer(self, question: str, *, config: RetrievalConfig | str = DEFAULT_CONFIG, k: int = 6,
-               filters: dict | None = None, budget_tokens: int = 1800, use_claude: bool | None = None,
-               client: Any = None) -> AnswerOutcome:
+    def answer(
+        self,
+        question: str,
+        *,
+        config: RetrievalSettings | str = DEFAULT_CONFIG,
+        k: int = 6,
+        filters: dict | None = None,
+        budget_tokens: int = 1800,
+        use_claude: bool | None = None,
+        client: Any = None,
+    ) -> AnswerOutcome:
         from ..answer.generate import answer as make_answer
 
         result = self.search(question, config=config, k=k, filters=filters)
         packed = pack_passages(result.hits, budget_tokens=budget_tokens, count_tokens=self._counter.count)
         hits = [p.hit for p in packed.passages]
-        reply = make_answer(question, hits, abstained=result.abstained or not hits, client=client,
-                            use_claude=use_claude)
+        reply = make_answer(
+            question, hits, abstained=result.abstained or not hits, client=client, use_claude=use_claude
+        )
         return AnswerOutcome(result, packed, reply)
 
 
@@ -231,11 +255,19 @@ def one_torch_thread() -> Iterator[None]:
 
 def hit_record(hit) -> dict:
     """A hit as the batch contract and the HTTP service return it."""
-    return {"chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "project": hit.project, "page_id": hit.page_id,
-            "url": hit.url, "section": hit.section, "score": round(float(hit.score), 6), "text": hit.text}
+    return {
+        "chunk_id": hit.chunk_id,
+        "doc_id": hit.doc_id,
+        "project": hit.project,
+        "page_id": hit.page_id,
+        "url": hit.url,
+        "section": hit.section,
+        "score": round(float(hit.score), 6),
+        "text": hit.text,
+    }
 
 
-def named_config(name: str) -> RetrievalConfig:
+def named_config(name: str) -> RetrievalSettings:
     if name not in NAMED_CONFIGS:
         raise ValueError(f"unknown retrieval config {name!r}; choose one of {', '.join(NAMED_CONFIGS)}")
     return NAMED_CONFIGS[name]

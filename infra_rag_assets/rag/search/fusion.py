@@ -19,7 +19,7 @@ hits name at least five pages instead of ~4.6) lifted hit@5 0.907 -> 0.914.
 ``hybrid_page_scores`` is that pipeline (weighted fusion + both page terms) written once:
 retrieval serves it, the learned ranker's features start from it and ``eval/sweep_fusion.py``
 replays it, so the three cannot drift apart. Its numbers live in
-``NAMED_CONFIGS["hybrid-page"]`` (``retrieval_config.py``), not here.
+``NAMED_CONFIGS["hybrid-page"]`` (``retrieval_settings.py``), not here.
 """
 
 from __future__ import annotations
@@ -82,9 +82,15 @@ def best_per_page(ranking: Sequence[tuple[str, float]], page_of: Callable[[str],
     return best
 
 
-def add_page_terms(fused: Sequence[tuple[str, float]], page_of: Callable[[str], str | None], *,
-                   page_lexical: Sequence[tuple[str, float]] = (), page_weight: float = 0.0,
-                   dense: Sequence[tuple[str, float]] = (), page_dense_weight: float = 0.0) -> Ranking:
+def add_page_terms(
+    fused: Sequence[tuple[str, float]],
+    page_of: Callable[[str], str | None],
+    *,
+    page_lexical: Sequence[tuple[str, float]] = (),
+    page_weight: float = 0.0,
+    dense: Sequence[tuple[str, float]] = (),
+    page_dense_weight: float = 0.0,
+) -> Ranking:
     """``fused + page_weight * page_bm25' + page_dense_weight * page_best_cosine'`` per chunk.
 
     ``page_lexical`` is a (page id, BM25) ranking from the page index; both page signals are
@@ -122,7 +128,7 @@ def cap_per_page(items: Sequence[T], page_of: Callable[[T], str], max_per_page: 
 
 @dataclass(frozen=True)
 class FusionSettings:
-    """The weights of ``hybrid_page_scores``; serving's are ``RetrievalConfig.fusion_settings``
+    """The weights of ``hybrid_page_scores``; serving's are ``RetrievalSettings.fusion_settings``
     of ``hybrid-page`` (no defaults here, so the numbers have one home)."""
 
     alpha: float
@@ -130,11 +136,21 @@ class FusionSettings:
     page_dense_weight: float
 
 
-def hybrid_page_scores(dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]],
-                       page_lexical: Sequence[tuple[str, float]], page_of: Callable[[str], str | None],
-                       fusion: FusionSettings) -> Ranking:
+def hybrid_page_scores(
+    dense: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float]],
+    page_lexical: Sequence[tuple[str, float]],
+    page_of: Callable[[str], str | None],
+    fusion: FusionSettings,
+) -> Ranking:
     """Every candidate chunk's ``hybrid-page`` score (before the per-page cap), best first:
     ``weighted_fuse`` of the two chunk sides, then ``add_page_terms``."""
     fused = weighted_fuse(dense, lexical, fusion.alpha)
-    return add_page_terms(fused, page_of, page_lexical=page_lexical, page_weight=fusion.page_weight,
-                          dense=dense, page_dense_weight=fusion.page_dense_weight)
+    return add_page_terms(
+        fused,
+        page_of,
+        page_lexical=page_lexical,
+        page_weight=fusion.page_weight,
+        dense=dense,
+        page_dense_weight=fusion.page_dense_weight,
+    )

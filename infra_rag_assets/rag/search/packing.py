@@ -67,7 +67,7 @@ def passage_header(hit: Hit) -> str:
     if section == hit.title:
         section = ""
     elif section.startswith(hit.title + SEP):
-        section = section[len(hit.title) + len(SEP):]
+        section = section[len(hit.title) + len(SEP) :]
     return SEP.join(part for part in (hit.project, hit.title, section) if part)
 
 
@@ -91,8 +91,14 @@ def pack_passages(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Call
         blocks.append(format_passage(number, hit))
         passages.append(Passage(number, hit))
         text, tokens = candidate, used
-    return PackedContext(text=text, passages=passages, sources=_sources(passages), tokens=tokens,
-                         budget_tokens=budget_tokens, dropped=len(hits) - len(passages))
+    return PackedContext(
+        text=text,
+        passages=passages,
+        sources=_sources(passages),
+        tokens=tokens,
+        budget_tokens=budget_tokens,
+        dropped=len(hits) - len(passages),
+    )
 
 
 def _sources(passages: Sequence[Passage]) -> list[Source]:

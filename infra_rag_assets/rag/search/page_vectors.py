@@ -31,8 +31,9 @@ class PageVectors:
     matrix: np.ndarray  # (len(pages), dim), unit rows
 
     @classmethod
-    def from_chunks(cls, chunk_ids: Sequence[str], vectors: np.ndarray,
-                    page_of: Callable[[str], str | None]) -> PageVectors:
+    def from_chunks(
+        cls, chunk_ids: Sequence[str], vectors: np.ndarray, page_of: Callable[[str], str | None]
+    ) -> PageVectors:
         """Centroids of the chunks' vectors per page (chunks without a page are skipped)."""
         owners = [page_of(c) for c in chunk_ids]
         pages = sorted({p for p in owners if p is not None})
@@ -62,13 +63,15 @@ class PageVectors:
         from ..index.vector_store import read_vectors
 
         vectors = read_vectors(db_uri, version)
-        return cls.from_chunks(list(vectors), np.stack(list(vectors.values())),
-                               lambda c: (catalog.get(c) or {}).get("doc_id"))
+        return cls.from_chunks(
+            list(vectors), np.stack(list(vectors.values())), lambda c: (catalog.get(c) or {}).get("doc_id")
+        )
 
     def save(self, path: str | Path) -> None:
         """Replaced atomically: a serving engine opening the version never reads half a file."""
-        write_atomic(Path(path), lambda stream: np.savez(stream, pages=np.array(self.pages, dtype=str),
-                                                        matrix=self.matrix))
+        write_atomic(
+            Path(path), lambda stream: np.savez(stream, pages=np.array(self.pages, dtype=str), matrix=self.matrix)
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> PageVectors:

@@ -78,7 +78,7 @@ def _parse_lines(stream: Any, name: str) -> list[dict]:
         except json.JSONDecodeError:
             raise QuestionError(f"{name}:{n}: not a JSON object") from None
         if not isinstance(record, dict) or "id" not in record or "question" not in record:
-            raise QuestionError(f"{name}:{n}: expected {{\"id\", \"question\"}}")
+            raise QuestionError(f'{name}:{n}: expected {{"id", "question"}}')
         qid = record["id"]
         if isinstance(qid, bool) or not isinstance(qid, (str, int)) or qid == "":
             raise QuestionError(f"{name}:{n}: id must be a non-empty string or an integer, got {_json_type(qid)}")
@@ -94,5 +94,11 @@ def _parse_lines(stream: Any, name: str) -> list[dict]:
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object",
-            str: "a string"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+        str: "a string",
+    }.get(type(value), type(value).__name__)

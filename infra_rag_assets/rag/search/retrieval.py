@@ -33,19 +33,33 @@ from .fusion import Ranking, add_page_terms, cap_per_page, hybrid_page_scores, m
 from .hits import Hit
 from .packing import PackedContext, Passage, Source, pack_passages, render_sources
 from .page_vectors import PageVectors
-from .ranker import Ranker, fallback_reason, load_ranker, rank_chunks
-from .ranker_features import page_candidates
-from .retrieval_config import (  # noqa: F401 - re-export
+from .ranking.features import page_candidates
+from .ranking.ranker import Ranker, fallback_reason, load_ranker, rank_chunks
+from .retrieval_settings import (  # noqa: F401 - re-export
     DEFAULT_FLOOR,
     NAMED_CONFIGS,
     TUNED_BOOSTS,
-    RetrievalConfig,
+    RetrievalSettings,
 )
 
 __all__ = [
-    "NAMED_CONFIGS", "Hit", "PackedContext", "Passage", "RerankerUnavailable", "RetrievalConfig",
-    "RetrievalResult", "Retriever", "Source", "catalog_from_rows", "load_cross_encoder", "minmax",
-    "open_retriever", "pack_passages", "render_sources", "rrf_fuse", "weighted_fuse",
+    "NAMED_CONFIGS",
+    "Hit",
+    "PackedContext",
+    "Passage",
+    "RerankerUnavailable",
+    "RetrievalSettings",
+    "RetrievalResult",
+    "Retriever",
+    "Source",
+    "catalog_from_rows",
+    "load_cross_encoder",
+    "minmax",
+    "open_retriever",
+    "pack_passages",
+    "render_sources",
+    "rrf_fuse",
+    "weighted_fuse",
 ]
 
 
@@ -85,12 +99,21 @@ def load_cross_encoder(model: str) -> Any:
 
 
 class Retriever:
-    """Runs one RetrievalConfig over opened searchers; models load once per instance."""
+    """Runs one RetrievalSettings over opened searchers; models load once per instance."""
 
-    def __init__(self, *, catalog: Mapping[str, dict], config: RetrievalConfig, vector_searcher: Any = None,
-                 lexical_searcher: Any = None, reranker_loader: Callable[[str], Any] | None = None,
-                 page_searcher: Any = None, answerability_rule: AnswerabilityRule = DEFAULT_RULE,
-                 ranker: Ranker | None = None, page_vectors: PageVectors | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: Mapping[str, dict],
+        config: RetrievalSettings,
+        vector_searcher: Any = None,
+        lexical_searcher: Any = None,
+        reranker_loader: Callable[[str], Any] | None = None,
+        page_searcher: Any = None,
+        answerability_rule: AnswerabilityRule = DEFAULT_RULE,
+        ranker: Ranker | None = None,
+        page_vectors: PageVectors | None = None,
+    ) -> None:
         if config.mode in ("dense", "hybrid") and vector_searcher is None:
             raise ValueError(f"mode {config.mode!r} needs a vector_searcher")
         if config.mode in ("lexical", "hybrid") and lexical_searcher is None:
@@ -115,8 +138,14 @@ class Retriever:
         depth = max(cfg.depth, k, cfg.rerank_depth if cfg.rerank else 0)
         dense, vector = self._dense(question, depth, filters, timings) if cfg.mode != "lexical" else ([], None)
         lexical = self._lexical(question, depth, filters, timings) if cfg.mode != "dense" else []
-        result = RetrievalResult(question, [], timings_ms=timings, dense_ranking=dense,
-                                 lexical_ranking=lexical, config_hash=cfg.config_hash())
+        result = RetrievalResult(
+            question,
+            [],
+            timings_ms=timings,
+            dense_ranking=dense,
+            lexical_ranking=lexical,
+            config_hash=cfg.config_hash(),
+        )
         reason = self._abstain_reason(dense) or self._unanswerable(question, dense, lexical)
         if reason:
             result.abstained, result.abstain_reason = True, reason
@@ -130,8 +159,7 @@ class Retriever:
         timings["total"] = _ms(started)
         return result
 
-    def _dense(self, question: str, depth: int, filters: dict | None,
-               timings: dict[str, float]) -> tuple[Ranking, Any]:
+    def _dense(self, question: str, depth: int, filters: dict | None, timings: dict[str, float]) -> tuple[Ranking, Any]:
         t0 = time.perf_counter()
         vector = self.vector_searcher.embedder.encode([question])[0]
         timings["embed"], t1 = _ms(t0), time.perf_counter()
@@ -158,12 +186,15 @@ class Retriever:
     def _unanswerable(self, question: str, dense: Ranking, lexical: Ranking) -> str:
         if not self.config.answerability or self.lexical_searcher is None:
             return ""
-        return unanswerable_reason(question, self.lexical_searcher, rule=self.answerability_rule,
-                                   dense_pages=(self._page_of(c) for c, _ in dense[:1]),
-                                   lexical_pages=(self._page_of(c) for c, _ in lexical[:1]))
+        return unanswerable_reason(
+            question,
+            self.lexical_searcher,
+            rule=self.answerability_rule,
+            dense_pages=(self._page_of(c) for c, _ in dense[:1]),
+            lexical_pages=(self._page_of(c) for c, _ in lexical[:1]),
+        )
 
-    def _fused(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult,
-               vector: Any) -> Ranking:
+    def _fused(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult, vector: Any) -> Ranking:
         """The config's chunk order before the per-page cap: one side, RRF, hybrid-page's
         weighted fusion with page terms, or the learned ranker over hybrid-page's candidates."""
         cfg = self.config
@@ -189,8 +220,14 @@ class Retriever:
         if not (cfg.page_weight or cfg.page_dense_weight) or not fused:
             return fused
         page_lexical = self._page_lexical(question, result) if cfg.uses_page_index else []
-        return add_page_terms(fused, self._page_of, page_lexical=page_lexical, page_weight=cfg.page_weight,
-                              dense=dense, page_dense_weight=cfg.page_dense_weight)
+        return add_page_terms(
+            fused,
+            self._page_of,
+            page_lexical=page_lexical,
+            page_weight=cfg.page_weight,
+            dense=dense,
+            page_dense_weight=cfg.page_dense_weight,
+        )
 
     def _page_lexical(self, question: str, result: RetrievalResult) -> Ranking:
         """The page index's (page id, BM25) ranking; none (and degraded) for versions without one."""
@@ -203,8 +240,9 @@ class Retriever:
         result.timings_ms["page"] = _ms(t0)
         return ranking
 
-    def _learned(self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult,
-                 vector: Any) -> Ranking:
+    def _learned(
+        self, question: str, dense: Ranking, lexical: Ranking, result: RetrievalResult, vector: Any
+    ) -> Ranking:
         """Candidate pages scored by the learned ranker; each page's chunks in hybrid-page order.
         A ranker that cannot rank here (``fallback_reason``) serves hybrid-page's scores, marked
         degraded; the config's own per-page cap still applies."""
@@ -217,8 +255,15 @@ class Retriever:
             _degrade(result, f"{why}; hybrid-page order")
             return self._hybrid_page(question, dense, lexical, result)
         page_cosines = page_vectors.cosines(vector) if ranker.needs_page_vectors and page_vectors is not None else None
-        candidates = page_candidates(question, dense, lexical, self._page_lexical(question, result),
-                                     self.catalog, cfg.fusion_settings, page_cosines)
+        candidates = page_candidates(
+            question,
+            dense,
+            lexical,
+            self._page_lexical(question, result),
+            self.catalog,
+            cfg.fusion_settings,
+            page_cosines,
+        )
         return rank_chunks(candidates, ranker, cfg.max_per_page)
 
     def _page_of(self, chunk_id: str) -> str | None:
@@ -278,14 +323,28 @@ class Retriever:
 
 def _hit(row: Mapping[str, Any], cid: str, score: float, ds, ls, dr, lr) -> Hit:
     """A Hit from a catalog row; NULL columns become "" / 0 / [] so callers never see None."""
-    text = {key: row.get(key) or "" for key in ("doc_id", "project", "source", "page_id", "url", "title",
-                                                "section_path", "text", "page_kind")}
+    text = {
+        key: row.get(key) or ""
+        for key in ("doc_id", "project", "source", "page_id", "url", "title", "section_path", "text", "page_kind")
+    }
     return Hit(
-        chunk_id=cid, doc_id=text["doc_id"], project=text["project"], source=text["source"],
-        page_id=text["page_id"], url=text["url"], title=text["title"], section=text["section_path"],
-        text=text["text"], score=float(score), dense_score=ds, lexical_score=ls, dense_rank=dr,
-        lexical_rank=lr, pages=[int(p) for p in (row.get("pages") or [])],
-        start_char=int(row.get("start_char") or 0), end_char=int(row.get("end_char") or 0),
+        chunk_id=cid,
+        doc_id=text["doc_id"],
+        project=text["project"],
+        source=text["source"],
+        page_id=text["page_id"],
+        url=text["url"],
+        title=text["title"],
+        section=text["section_path"],
+        text=text["text"],
+        score=float(score),
+        dense_score=ds,
+        lexical_score=ls,
+        dense_rank=dr,
+        lexical_rank=lr,
+        pages=[int(p) for p in (row.get("pages") or [])],
+        start_char=int(row.get("start_char") or 0),
+        end_char=int(row.get("end_char") or 0),
         page_kind=text["page_kind"],
     )
 
@@ -304,9 +363,16 @@ def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000.0, 3)
 
 
-def open_retriever(db_uri: str, tantivy_dir: Path, catalog: Mapping[str, dict], embedder: Any,
-                   config: RetrievalConfig, *, version: str | None = None,
-                   reranker_loader: Callable[[str], Any] | None = None) -> Retriever:
+def open_retriever(
+    db_uri: str,
+    tantivy_dir: Path,
+    catalog: Mapping[str, dict],
+    embedder: Any,
+    config: RetrievalSettings,
+    *,
+    version: str | None = None,
+    reranker_loader: Callable[[str], Any] | None = None,
+) -> Retriever:
     """Open the searchers ``config.mode`` needs. The index version defaults to the Tantivy
     directory's name (``<home>/tantivy/<version>``). ModelMismatch propagates unchanged."""
     from ..index.vector_store import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
@@ -315,5 +381,11 @@ def open_retriever(db_uri: str, tantivy_dir: Path, catalog: Mapping[str, dict], 
     vector = VectorSearcher.open(db_uri, version, embedder) if config.mode != "lexical" else None
     lexical = LexicalSearcher.open(Path(tantivy_dir)) if config.mode != "dense" else None
     pages = open_page_searcher(Path(tantivy_dir)) if config.uses_page_index else None
-    return Retriever(catalog=catalog, config=config, vector_searcher=vector,
-                     lexical_searcher=lexical, reranker_loader=reranker_loader, page_searcher=pages)
+    return Retriever(
+        catalog=catalog,
+        config=config,
+        vector_searcher=vector,
+        lexical_searcher=lexical,
+        reranker_loader=reranker_loader,
+        page_searcher=pages,
+    )

@@ -44,10 +44,13 @@ class ParseWorker:
         self.close()
 
     def _start(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)}
-        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, env=env)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
         _, stdout = _pipes(proc)
         # The worker says "ready" once its imports are done, so no page's budget pays for them.
         ready, _, _ = select.select([stdout], [], [], _START_TIMEOUT_S)

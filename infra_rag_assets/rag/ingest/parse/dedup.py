@@ -73,9 +73,7 @@ def find_duplicates(
     return result
 
 
-def _near_duplicates(
-    docs: list[tuple[str, str]], threshold: float, shingle: int, num_perm: int
-) -> dict[str, str]:
+def _near_duplicates(docs: list[tuple[str, str]], threshold: float, shingle: int, num_perm: int) -> dict[str, str]:
     """Greedy in input order: a doc is a near-duplicate of the earliest surviving canonical
     it verifiably matches, so groups are stars around canonicals (no transitive chains)."""
     ids: list[str] = []

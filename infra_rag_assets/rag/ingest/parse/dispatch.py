@@ -22,8 +22,9 @@ def parse_page(kind: str, raw: bytes, *, path: str = "", url: str = "", appendix
     ``appendix``: Markdown the published page shows after the source body (a section listing)."""
     if kind not in PARSERS:
         return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=f"unknown kind {kind}")
-    return never_raise(lambda: _parse(kind, raw, path, url, appendix), lambda reason: failed(kind, reason),
-                       "parser crashed")
+    return never_raise(
+        lambda: _parse(kind, raw, path, url, appendix), lambda reason: failed(kind, reason), "parser crashed"
+    )
 
 
 def _parse(kind: str, raw: bytes, path: str, url: str, appendix: str) -> ParsedDocument:

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from ..models import ParsedDocument
 
 
-def never_raise(parse: Callable[[], ParsedDocument], failed: Callable[[str], ParsedDocument],
-                what: str, limit: int | None = 300) -> ParsedDocument:
+def never_raise(
+    parse: Callable[[], ParsedDocument], failed: Callable[[str], ParsedDocument], what: str, limit: int | None = 300
+) -> ParsedDocument:
     """``parse()``, or ``failed(reason)`` when it raises; the reason names the exception,
     prefixed by ``what`` and cut to ``limit`` characters (None: not cut)."""
     try:

@@ -24,8 +24,20 @@ PARSER_VERSION = "2"  # 2: a <form>/<a> wrapping <main> is not navigation
 
 # Fewer words than this outside links and page chrome means there is nothing to read.
 MIN_PROSE_WORDS = 5
-_CHROME_TAGS = ("nav", "header", "footer", "aside", "script", "style", "noscript", "template",
-                "form", "button", "select", "a")
+_CHROME_TAGS = (
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "form",
+    "button",
+    "select",
+    "a",
+)
 _HEADING_XPATH = "//h1|//h2|//h3|//h4|//h5|//h6"
 # trafilatura escapes CommonMark syntax in prose (``max\_items``); readers and embedders
 # want the plain characters back.
@@ -35,13 +47,17 @@ _INLINE_CODE_RE = re.compile(r"(`[^`\n]+`)")
 
 def parse_html(raw: bytes, *, path: str = "", url: str = "", max_bytes: int = 10_000_000) -> ParsedDocument:
     """Parse one HTML page. Never raises: failures come back as an ``error`` record."""
-    return never_raise(lambda: _parse(raw, path, url, max_bytes),
-                       lambda reason: _doc("", "", STATUS_ERROR, reason), "html parser failed")
+    return never_raise(
+        lambda: _parse(raw, path, url, max_bytes),
+        lambda reason: _doc("", "", STATUS_ERROR, reason),
+        "html parser failed",
+    )
 
 
 def _doc(text: str, title: str, status: str, reason: str = "", **extra: Any) -> ParsedDocument:
-    return ParsedDocument(text=text, title=title, status=status, reason=reason,
-                          parser=PARSER_NAME, parser_version=PARSER_VERSION, **extra)
+    return ParsedDocument(
+        text=text, title=title, status=status, reason=reason, parser=PARSER_NAME, parser_version=PARSER_VERSION, **extra
+    )
 
 
 def _parse(raw: bytes, path: str, url: str, max_bytes: int) -> ParsedDocument:
@@ -67,21 +83,27 @@ def _parse(raw: bytes, path: str, url: str, max_bytes: int) -> ParsedDocument:
     title = _title(meta, tree, where)
     words = prose_word_count(tree)
     if words < MIN_PROSE_WORDS:
-        return _doc("", title, STATUS_NO_CONTENT,
-                    f"navigation-only page: {words} words outside links and menus", **info)
+        return _doc(
+            "", title, STATUS_NO_CONTENT, f"navigation-only page: {words} words outside links and menus", **info
+        )
     body = _main_content(trafilatura, tree, url)
     if not has_prose(body):
         return _doc("", title, STATUS_NO_CONTENT, "no main content found", **info)
     text = ensure_title(body, title, info["description"])
-    return _doc(text, title, STATUS_OK, sections=build_sections(text, _anchors_for(text, heading_ids(tree))),
-                **info)
+    return _doc(text, title, STATUS_OK, sections=build_sections(text, _anchors_for(text, heading_ids(tree))), **info)
 
 
 def _main_content(trafilatura: Any, tree: Any, url: str) -> str:
     """Main content as Markdown: headings, lists, tables and code fences survive, chrome does not."""
     body = trafilatura.extract(
-        copy.deepcopy(tree), url=url or None, output_format="markdown", include_tables=True,
-        include_formatting=True, include_comments=False, favor_recall=True, with_metadata=False,
+        copy.deepcopy(tree),
+        url=url or None,
+        output_format="markdown",
+        include_tables=True,
+        include_formatting=True,
+        include_comments=False,
+        favor_recall=True,
+        with_metadata=False,
     )
     lines = unescape_markdown(body or "").strip().split("\n")
     return "\n".join(line.rstrip() for line in lines) + "\n"
@@ -125,8 +147,9 @@ def heading_ids(tree: Any) -> dict[str, str]:
     """``{normalized heading text: id}`` for headings carrying an ``id`` (their real anchors)."""
     ids: dict[str, str] = {}
     for element in tree.xpath(_HEADING_XPATH):
-        anchor = element.get("id") or next((a.get("id") or a.get("name") for a in element.xpath(".//a")
-                                            if a.get("id") or a.get("name")), None)
+        anchor = element.get("id") or next(
+            (a.get("id") or a.get("name") for a in element.xpath(".//a") if a.get("id") or a.get("name")), None
+        )
         if anchor:
             ids.setdefault(_heading_key(element.text_content()), anchor)
     return ids

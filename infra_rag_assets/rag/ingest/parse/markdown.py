@@ -37,8 +37,7 @@ _FRONT_MATTER_RE = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?\n)?\1[ \t]*(?:\n|\Z)"
 _OPEN_FENCE_RE = re.compile(r"\A(---|\+\+\+)[ \t]*\n")
 _SIMPLE_FIELD_RE = re.compile(r"^(title|description|content_type):[ \t]*(\S.*)$", re.MULTILINE)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
-_HIDDEN_SHORTCODE_RE = re.compile(
-    r"\{\{[<%]\s*comment\s*[>%]\}\}.*?\{\{[<%]\s*/comment\s*[>%]\}\}", re.DOTALL)
+_HIDDEN_SHORTCODE_RE = re.compile(r"\{\{[<%]\s*comment\s*[>%]\}\}.*?\{\{[<%]\s*/comment\s*[>%]\}\}", re.DOTALL)
 # Bounded so an unclosed ``{{<`` cannot swallow the rest of a page.
 _SHORTCODE_RE = re.compile(r"\{\{[<%](.{0,2000}?)[>%]\}\}", re.DOTALL)
 _SHORTCODE_DEBRIS_RE = re.compile(r"\{\{[<%]|[>%]\}\}")
@@ -60,19 +59,29 @@ _SCRIPT_RE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.DOTALL | re.IGNORECA
 _TAG_RE = re.compile(r"</?([a-zA-Z][a-zA-Z0-9]*)(?:\s[^<>]*)?/?>")
 # Only real HTML tags are touched: ``<pod-name>``-style placeholders in prose must survive.
 _TAG_REPLACEMENTS = {
-    **dict.fromkeys("p div hr table thead tbody tfoot tr ul ol li dl dt dd pre blockquote details "
-                    "summary caption figure figcaption section center h1 h2 h3 h4 h5 h6".split(), "\n"),
+    **dict.fromkeys(
+        "p div hr table thead tbody tfoot tr ul ol li dl dt dd pre blockquote details "
+        "summary caption figure figcaption section center h1 h2 h3 h4 h5 h6".split(),
+        "\n",
+    ),
     **dict.fromkeys("td th br".split(), " "),  # keep Markdown table rows on one line
-    **dict.fromkeys("a b i em strong code tt span sup sub small kbd img col colgroup iframe "
-                    "input font u del ins mark abbr".split(), ""),
+    **dict.fromkeys(
+        "a b i em strong code tt span sup sub small kbd img col colgroup iframe input font u del ins mark abbr".split(),
+        "",
+    ),
 }
 _PLACEHOLDER_LOOKALIKES = {"label"}  # ``<label>`` is also a placeholder: only ``</label>`` is safe
 _BLANK_RUN_RE = re.compile(r"\n(?:[ \t]*\n){3,}")
 
 _CALLOUTS = {"note": "Note:", "caution": "Caution:", "warning": "Warning:"}
 _HEADING_LABELS = {
-    "whatsnext": "What's next", "prerequisites": "Before you begin", "objectives": "Objectives",
-    "cleanup": "Clean up", "synopsis": "Synopsis", "options": "Options", "seealso": "See also",
+    "whatsnext": "What's next",
+    "prerequisites": "Before you begin",
+    "objectives": "Objectives",
+    "cleanup": "Clean up",
+    "synopsis": "Synopsis",
+    "options": "Options",
+    "seealso": "See also",
     "envvars": "Environment variables",
 }
 _SILENT_SHORTCODES = {"ref", "relref", "tabs"}  # link targets and tab-set ids are not prose
@@ -81,22 +90,32 @@ _TEXT_ARGS = ("text", "caption", "title", "name", "prepend", "alt")
 _KINDS = {"concept", "task", "tutorial", "reference", "glossary", "proposal", "upgrade", "guide"}
 _KIND_ALIASES = {"api_reference": "reference", "tool_reference": "reference"}
 _PATH_KINDS = (  # first match wins: the glossary lives under reference/
-    ("glossary", "glossary"), ("proposals", "proposal"), ("upgrading", "upgrade"),
-    ("reference", "reference"), ("commands", "reference"), ("generated", "reference"),
-    ("tasks", "task"), ("tutorials", "tutorial"), ("concepts", "concept"),
+    ("glossary", "glossary"),
+    ("proposals", "proposal"),
+    ("upgrading", "upgrade"),
+    ("reference", "reference"),
+    ("commands", "reference"),
+    ("generated", "reference"),
+    ("tasks", "task"),
+    ("tutorials", "tutorial"),
+    ("concepts", "concept"),
 )
 
 
 def parse_markdown(raw: bytes, *, path: str = "", max_bytes: int = 10_000_000, appendix: str = "") -> ParsedDocument:
     """Parse one Markdown page. Never raises: failures come back as an ``error`` record.
     ``appendix`` is Markdown appended to the body before cleaning (see ``section_index``)."""
-    return never_raise(lambda: _parse(raw, path, max_bytes, appendix),
-                       lambda reason: _doc("", "", STATUS_ERROR, reason), "markdown parser failed")
+    return never_raise(
+        lambda: _parse(raw, path, max_bytes, appendix),
+        lambda reason: _doc("", "", STATUS_ERROR, reason),
+        "markdown parser failed",
+    )
 
 
 def _doc(text: str, title: str, status: str, reason: str = "", **extra: Any) -> ParsedDocument:
-    return ParsedDocument(text=text, title=title, status=status, reason=reason,
-                          parser=PARSER_NAME, parser_version=PARSER_VERSION, **extra)
+    return ParsedDocument(
+        text=text, title=title, status=status, reason=reason, parser=PARSER_NAME, parser_version=PARSER_VERSION, **extra
+    )
 
 
 def _parse(raw: bytes, path: str, max_bytes: int, appendix: str = "") -> ParsedDocument:
@@ -118,8 +137,15 @@ def _parse(raw: bytes, path: str, max_bytes: int, appendix: str = "") -> ParsedD
     status = STATUS_OK if (description or has_prose(body)) else STATUS_NO_CONTENT
     if status == STATUS_NO_CONTENT:
         reasons.append("no text beyond the title")
-    return _doc(text, title, status, "; ".join(reasons), description=description,
-                page_kind=kind, sections=build_sections(text, anchors))
+    return _doc(
+        text,
+        title,
+        status,
+        "; ".join(reasons),
+        description=description,
+        page_kind=kind,
+        sections=build_sections(text, anchors),
+    )
 
 
 def decode_text(raw: bytes) -> tuple[str, list[str]]:
@@ -136,7 +162,7 @@ def split_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
     match = _FRONT_MATTER_RE.match(source)
     if not match:
         return _unclosed_front_matter(source)
-    block, body = match.group(2) or "", source[match.end():]
+    block, body = match.group(2) or "", source[match.end() :]
     try:
         meta = tomllib.loads(block) if match.group(1) == "+++" else yaml.load(block, Loader=_YAML_LOADER)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
@@ -156,13 +182,16 @@ def _unclosed_front_matter(source: str) -> tuple[dict[str, Any], str, str]:
     opening = _OPEN_FENCE_RE.match(source)
     if not opening:
         return {}, source, ""
-    rest = source[opening.end():]
+    rest = source[opening.end() :]
     if not rest.split("\n", 1)[0].strip():
         return {}, source, ""
     block, blank, body = rest.partition("\n\n")
     lines = len(block.strip("\n").split("\n"))
-    return (_salvage_fields(block), body if blank else "",
-            f"unclosed front matter (no closing {opening.group(1)}): {lines} lines dropped")
+    return (
+        _salvage_fields(block),
+        body if blank else "",
+        f"unclosed front matter (no closing {opening.group(1)}): {lines} lines dropped",
+    )
 
 
 def _salvage_fields(block: str) -> dict[str, str]:
@@ -261,7 +290,7 @@ def convert_admonitions(body: str) -> str:
     for line in body.split("\n"):
         if body_indent is not None:
             if not line.strip() or line.startswith(body_indent):
-                out.append(line[len(body_indent):] if line.strip() else line)
+                out.append(line[len(body_indent) :] if line.strip() else line)
                 continue
             body_indent = None
         match = _ADMONITION_RE.match(line)

@@ -42,22 +42,34 @@ _LEADER = re.compile(r"(\.\s?){4,}\s*\d{0,4}$|[…·]{3,}\s*\d{0,4}$")  # "Intro
 _TOC_ENTRY = re.compile(r"^\D.{0,120}?\s\d{1,4}$")  # "Threat Modeling 31" (on a contents page)
 _TOC_TITLE = re.compile(r"^(table of )?contents$", re.I)
 _BAD_TITLE = re.compile(  # placeholder or file-name-like metadata titles
-    r"^(untitled.*|document\d*|microsoft \w+ - .*|.*\.(pdf|docx?|indd|pptx?|tex)|\S*_\S*)$", re.I)
+    r"^(untitled.*|document\d*|microsoft \w+ - .*|.*\.(pdf|docx?|indd|pptx?|tex)|\S*_\S*)$", re.I
+)
 _Head = tuple[int, int, int, int]  # (heading_start, heading_end, level, page)
 
 
 def parse_pdf(raw: bytes, *, path: str = "", max_bytes: int = 50_000_000) -> ParsedDocument:
     """Parse PDF bytes. Never raises: unreadable input comes back as a status and reason."""
     try:
-        return never_raise(lambda: _parse(raw, path, max_bytes),
-                           lambda reason: _failed(STATUS_ERROR, reason, path), "parse failed", limit=None)
+        return never_raise(
+            lambda: _parse(raw, path, max_bytes),
+            lambda reason: _failed(STATUS_ERROR, reason, path),
+            "parse failed",
+            limit=None,
+        )
     finally:
         load_pymupdf().TOOLS.reset_mupdf_warnings()  # MuPDF keeps warnings globally; don't let them pile up
 
 
 def _failed(status: str, reason: str, path: str) -> ParsedDocument:
-    return ParsedDocument(text="", title=_stem(path), status=status, reason=reason,
-                          page_kind=PAGE_KIND, parser=PARSER_NAME, parser_version=PARSER_VERSION)
+    return ParsedDocument(
+        text="",
+        title=_stem(path),
+        status=status,
+        reason=reason,
+        page_kind=PAGE_KIND,
+        parser=PARSER_NAME,
+        parser_version=PARSER_VERSION,
+    )
 
 
 def _stem(path: str) -> str:
@@ -101,14 +113,23 @@ def _parse_document(doc: pymupdf.Document, path: str) -> ParsedDocument:
     text, spans, heads = _assemble(rows)
     notes = [f"repaired damaged PDF, {doc.page_count} pages recovered"] if doc.is_repaired else []
     notes += [f"pages {bad} unreadable"] if bad else []
-    return ParsedDocument(text=text, title=title, status=STATUS_OK, reason="; ".join(notes),
-                          page_kind=PAGE_KIND, sections=_sections(text, heads), page_spans=spans,
-                          parser=PARSER_NAME, parser_version=PARSER_VERSION)
+    return ParsedDocument(
+        text=text,
+        title=title,
+        status=STATUS_OK,
+        reason="; ".join(notes),
+        page_kind=PAGE_KIND,
+        sections=_sections(text, heads),
+        page_spans=spans,
+        parser=PARSER_NAME,
+        parser_version=PARSER_VERSION,
+    )
 
 
 def _drop_running(rows: list[Row], heights: dict[int, float]) -> list[Row]:
     """Remove bare page numbers and top/bottom-band lines that repeat (digits ignored) on
     at least 30% of the pages."""
+
     def key(r: Row) -> tuple[str, str] | None:
         h = heights[r.page]
         zone = "top" if r.y1 <= BAND * h else "bottom" if r.y0 >= (1 - BAND) * h else None
@@ -119,8 +140,9 @@ def _drop_running(rows: list[Row], heights: dict[int, float]) -> list[Row]:
         if (k := key(r)) is not None:
             pages_with.setdefault(k, set()).add(r.page)
     min_pages = max(2, math.ceil(0.3 * len({r.page for r in rows})))
-    return [r for r in rows if (k := key(r)) is None
-            or not (_PAGE_NUMBER.match(r.text) or len(pages_with[k]) >= min_pages)]
+    return [
+        r for r in rows if (k := key(r)) is None or not (_PAGE_NUMBER.match(r.text) or len(pages_with[k]) >= min_pages)
+    ]
 
 
 def _drop_toc(rows: list[Row]) -> list[Row]:
@@ -133,7 +155,8 @@ def _drop_toc(rows: list[Row]) -> list[Row]:
         entries = sum(bool(_LEADER.search(r.text) or _TOC_ENTRY.match(r.text)) for r in page_rows)
         titled = any(_TOC_TITLE.match(r.text) for r in page_rows[:3])
         if (titled and entries >= 0.5 * (len(page_rows) - 1)) or (
-                len(page_rows) >= 5 and entries >= 0.6 * len(page_rows)):
+            len(page_rows) >= 5 and entries >= 0.6 * len(page_rows)
+        ):
             continue
         kept.extend(r for r in page_rows if not _LEADER.search(r.text))
     return kept
@@ -172,8 +195,9 @@ def _units(rows: list[Row]) -> list[tuple[int, int, str]]:
     units: list[tuple[int, int, str]] = []
     for i, r in enumerate(rows):
         prev = rows[i - 1] if i else None
-        if prev is not None and ((r.level and r.head_id == prev.head_id) or (
-                not r.level and not prev.level and not breaks(rows, i))):
+        if prev is not None and (
+            (r.level and r.head_id == prev.head_id) or (not r.level and not prev.level and not breaks(rows, i))
+        ):
             page, level, text = units[-1]
             units[-1] = (page, level, _join(text, r.text))
         else:
@@ -198,14 +222,23 @@ def _sections(text: str, heads: list[_Head]) -> list[Section]:
     anchors: Counter[str] = Counter()
     for i, (start, end, level, page) in enumerate(heads):
         heading = text[start:end]
-        stop = next((h[0] for h in heads[i + 1:] if h[2] <= level), len(text))
+        stop = next((h[0] for h in heads[i + 1 :] if h[2] <= level), len(text))
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, heading))
         anchor = f"page-{page}-{slugify(heading)[:60].strip('-') or 'section'}"
         anchors[anchor] += 1
         anchor += f"-{anchors[anchor] - 1}" if anchors[anchor] > 1 else ""  # x, x-1, x-2
-        sections.append(Section(heading=heading, level=level, path=tuple(h for _, h in stack),
-                                anchor=anchor, start=start, end=stop,
-                                heading_start=start, heading_end=end))
+        sections.append(
+            Section(
+                heading=heading,
+                level=level,
+                path=tuple(h for _, h in stack),
+                anchor=anchor,
+                start=start,
+                end=stop,
+                heading_start=start,
+                heading_end=end,
+            )
+        )
     return sections

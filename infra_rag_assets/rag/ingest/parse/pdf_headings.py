@@ -41,7 +41,7 @@ def _find_title(rows: list[Row], want: str, page: int, used: set[int]) -> list[R
         if r.page != page or i in used or not want:
             continue
         for n in (1, 2):
-            group = [g for g in rows[i:i + n] if g.page == page]
+            group = [g for g in rows[i : i + n] if g.page == page]
             if len(group) == n and _norm(" ".join(g.text for g in group)) == want:
                 used.update(range(i, i + n))
                 return group
@@ -86,8 +86,13 @@ def _heading_groups(rows: list[Row], body: float) -> list[list[Row]]:
         if not _is_candidate(rows, i, body):
             continue
         prev = groups[-1][-1] if groups else None
-        if (prev is rows[i - 1] and prev.page == r.page and abs(prev.size - r.size) < 0.3
-                and prev.bold == r.bold and r.y0 - prev.y1 < 0.3 * (r.y1 - r.y0)):
+        if (
+            prev is rows[i - 1]
+            and prev.page == r.page
+            and abs(prev.size - r.size) < 0.3
+            and prev.bold == r.bold
+            and r.y0 - prev.y1 < 0.3 * (r.y1 - r.y0)
+        ):
             groups[-1].append(r)
         else:
             groups.append([r])
@@ -101,5 +106,10 @@ def _is_candidate(rows: list[Row], i: int, body: float) -> bool:
     if r.size >= body * _HEADING_RATIO:
         return True
     standalone = breaks(rows, i) and (i + 1 == len(rows) or breaks(rows, i + 1))
-    return (r.bold and r.size >= body * 0.95 and len(r.text) <= 80 and standalone
-            and not r.text.endswith((".", ",", ";", ":")))
+    return (
+        r.bold
+        and r.size >= body * 0.95
+        and len(r.text) <= 80
+        and standalone
+        and not r.text.endswith((".", ",", ";", ":"))
+    )

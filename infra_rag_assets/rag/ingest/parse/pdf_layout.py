@@ -69,12 +69,18 @@ def _reading_order(blocks: list[dict], height: float) -> list[dict]:
     """Top-to-bottom for single-column pages (InDesign often draws the page heading last);
     content-stream order when body blocks sit side by side (columns, tables), except that
     blocks above all others (a page heading) still come first."""
-    text = [b for b in blocks if b.get("type") == 0 and any(
-        s.get("text", "").strip() for ln in b.get("lines", []) for s in ln.get("spans", []))]
-    body = [b["bbox"] for b in text if b["bbox"][3] > BAND * height
-            and b["bbox"][1] < (1 - BAND) * height]
-    columns = any((a[2] <= b[0] or b[2] <= a[0]) and min(a[3], b[3]) - max(a[1], b[1]) > 2
-                  for i, a in enumerate(body) for b in body[i + 1:])
+    text = [
+        b
+        for b in blocks
+        if b.get("type") == 0
+        and any(s.get("text", "").strip() for ln in b.get("lines", []) for s in ln.get("spans", []))
+    ]
+    body = [b["bbox"] for b in text if b["bbox"][3] > BAND * height and b["bbox"][1] < (1 - BAND) * height]
+    columns = any(
+        (a[2] <= b[0] or b[2] <= a[0]) and min(a[3], b[3]) - max(a[1], b[1]) > 2
+        for i, a in enumerate(body)
+        for b in body[i + 1 :]
+    )
     if not columns:
         return sorted(text, key=lambda b: (round(b["bbox"][1]), b["bbox"][0]))
     top = [b for b in text if all(b["bbox"][3] <= o[1] + 1 for o in body if o is not b["bbox"])]
@@ -109,9 +115,16 @@ def _make_row(lines: list[dict], page: int, bno: int) -> Row:
         sizes[round(s.get("size", 0.0), 1)] += n
         bold += n if s.get("flags", 0) & 16 or _BOLD_FONT.search(s.get("font", "")) else 0
     text = " ".join("".join(s.get("text", "") for s in ln["spans"]) for ln in lines)
-    return Row(page=page, block=bno, x0=lines[0]["bbox"][0], y0=min(ln["bbox"][1] for ln in lines),
-                y1=max(ln["bbox"][3] for ln in lines), text=_clean(text),
-                size=sizes.most_common(1)[0][0], bold=bold >= 0.8 * sum(sizes.values()))
+    return Row(
+        page=page,
+        block=bno,
+        x0=lines[0]["bbox"][0],
+        y0=min(ln["bbox"][1] for ln in lines),
+        y1=max(ln["bbox"][3] for ln in lines),
+        text=_clean(text),
+        size=sizes.most_common(1)[0][0],
+        bold=bold >= 0.8 * sum(sizes.values()),
+    )
 
 
 def _clean(text: str) -> str:
@@ -128,6 +141,11 @@ def breaks(rows: list[Row], i: int) -> bool:
     if i == 0:
         return True
     a, b = rows[i - 1], rows[i]
-    return (a.page != b.page or b.y0 < a.y0 - 1 or abs(a.size - b.size) > 1
-            or b.y0 - a.y1 > 0.45 * min(a.y1 - a.y0, b.y1 - b.y0) or bool(BULLET.match(b.text))
-            or (a.block != b.block and abs(a.x0 - b.x0) > 1.5 * b.size))
+    return (
+        a.page != b.page
+        or b.y0 < a.y0 - 1
+        or abs(a.size - b.size) > 1
+        or b.y0 - a.y1 > 0.45 * min(a.y1 - a.y0, b.y1 - b.y0)
+        or bool(BULLET.match(b.text))
+        or (a.block != b.block and abs(a.x0 - b.x0) > 1.5 * b.size)
+    )

@@ -45,8 +45,9 @@ def _weight(meta: Mapping[str, Any]) -> float:
         return float("inf")
 
 
-def section_listings(pages: Iterable[tuple[str, Mapping[str, Any]]],
-                     clean: Callable[[str], str] = str) -> dict[str, str]:
+def section_listings(
+    pages: Iterable[tuple[str, Mapping[str, Any]]], clean: Callable[[str], str] = str
+) -> dict[str, str]:
     """``{index rel_path: markdown listing}`` for every section index that lists its children.
 
     ``pages`` is every Markdown page of one source as (rel_path, front matter). A child is a
@@ -70,7 +71,9 @@ def section_listings(pages: Iterable[tuple[str, Mapping[str, Any]]],
         section = str(PurePosixPath(rel_path).parent)
         if not is_section_index(rel_path) or _truthy(meta.get("no_list", False)) or not children.get(section):
             continue
-        lines = [f"- **{title}**: {desc}" if desc else f"- **{title}**"
-                 for _, title, desc in sorted(children[section], key=lambda c: (c[0], c[1].lower()))]
+        lines = [
+            f"- **{title}**: {desc}" if desc else f"- **{title}**"
+            for _, title, desc in sorted(children[section], key=lambda c: (c[0], c[1].lower()))
+        ]
         listings[rel_path] = "\n\n" + LISTING_HEADING + "\n\n" + "\n".join(lines) + "\n"
     return listings

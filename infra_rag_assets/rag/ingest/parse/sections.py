@@ -166,10 +166,7 @@ def ensure_title(body: str, title: str, description: str = "") -> str:
 def has_prose(text: str) -> bool:
     """True when ``text`` says anything beyond its headings (a title-only page is empty)."""
     heading_lines = {h.line_start for h in iter_headings(text)}
-    return any(
-        offset not in heading_lines and any(ch.isalnum() for ch in line)
-        for offset, line, _ in iter_lines(text)
-    )
+    return any(offset not in heading_lines and any(ch.isalnum() for ch in line) for offset, line, _ in iter_lines(text))
 
 
 def build_sections(text: str, anchors: Mapping[int, str] | None = None) -> list[Section]:

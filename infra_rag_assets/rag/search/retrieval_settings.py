@@ -17,7 +17,7 @@ from .fusion import FusionSettings
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
+class RetrievalSettings:
     """Every knob that changes what a query returns; ``config_hash`` pins it in traces/evals."""
 
     name: str = "hybrid-weighted"
@@ -40,19 +40,27 @@ class RetrievalConfig:
     # corpus lacks. Left out of config_hash at False, like the page knobs at their defaults.
     calibrated_floor: bool = False
     answerability: bool = False
-    # fusion="learned": JSON weights of a ranker (rag/search/ranker.py) over candidate pages; a
+    # fusion="learned": JSON weights of a ranker (rag/search/ranking/ranker.py) over candidate pages; a
     # relative path is resolved against this package's rankers/ directory.
     ranker: str = ""
 
     def __post_init__(self) -> None:
         # Normalised so equal configs hash equally (boost order, 1 vs 1.0, "60" from a CLI flag).
-        normal = {"alpha": float(self.alpha), "rrf_k": int(self.rrf_k), "depth": int(self.depth),
-                  "rerank_depth": int(self.rerank_depth), "rerank": bool(self.rerank),
-                  "floor": None if self.floor is None else float(self.floor),
-                  "page_weight": float(self.page_weight), "page_dense_weight": float(self.page_dense_weight),
-                  "page_depth": int(self.page_depth), "max_per_page": int(self.max_per_page),
-                  "calibrated_floor": bool(self.calibrated_floor), "answerability": bool(self.answerability),
-                  "boosts": tuple(sorted((str(f), float(w)) for f, w in self.boosts))}
+        normal = {
+            "alpha": float(self.alpha),
+            "rrf_k": int(self.rrf_k),
+            "depth": int(self.depth),
+            "rerank_depth": int(self.rerank_depth),
+            "rerank": bool(self.rerank),
+            "floor": None if self.floor is None else float(self.floor),
+            "page_weight": float(self.page_weight),
+            "page_dense_weight": float(self.page_dense_weight),
+            "page_depth": int(self.page_depth),
+            "max_per_page": int(self.max_per_page),
+            "calibrated_floor": bool(self.calibrated_floor),
+            "answerability": bool(self.answerability),
+            "boosts": tuple(sorted((str(f), float(w)) for f, w in self.boosts)),
+        }
         for name, value in normal.items():
             object.__setattr__(self, name, value)
         problems = [
@@ -68,7 +76,7 @@ class RetrievalConfig:
             any(f not in DEFAULT_BOOSTS for f, _ in self.boosts) and f"boost fields must be in {list(DEFAULT_BOOSTS)}",
         ]
         if any(problems):
-            raise ValueError("invalid RetrievalConfig: " + "; ".join(p for p in problems if p))
+            raise ValueError("invalid RetrievalSettings: " + "; ".join(p for p in problems if p))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -76,10 +84,10 @@ class RetrievalConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalSettings:
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"unknown RetrievalConfig keys {sorted(unknown)}")
+            raise ValueError(f"unknown RetrievalSettings keys {sorted(unknown)}")
         values = dict(data)
         boosts = values.get("boosts", ())
         values["boosts"] = tuple(boosts.items() if isinstance(boosts, Mapping) else map(tuple, boosts))
@@ -98,13 +106,23 @@ class RetrievalConfig:
         """sha256 (16 hex) of every knob except ``name``: renaming a config keeps its results.
         Page knobs at their defaults are left out, so configs from before they existed keep
         their hash (and their recorded eval results stay comparable)."""
-        knobs = {k: v for k, v in self.to_dict().items()
-                 if k != "name" and not (k in _PAGE_DEFAULTS and v == _PAGE_DEFAULTS[k])}
+        knobs = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k != "name" and not (k in _PAGE_DEFAULTS and v == _PAGE_DEFAULTS[k])
+        }
         return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_PAGE_DEFAULTS = {"page_weight": 0.0, "page_dense_weight": 0.0, "page_depth": 100, "max_per_page": 0,
-                  "calibrated_floor": False, "answerability": False, "ranker": ""}
+_PAGE_DEFAULTS = {
+    "page_weight": 0.0,
+    "page_dense_weight": 0.0,
+    "page_depth": 100,
+    "max_per_page": 0,
+    "calibrated_floor": False,
+    "answerability": False,
+    "ranker": "",
+}
 
 
 # Defaults measured on the eval sets (k8s-docs-rag-bench eval split, 557 covered questions, plus
@@ -128,34 +146,42 @@ DEFAULT_FLOOR = 0.35
 
 
 class _FloorKnobs(TypedDict):
-    """The calibrated configs' floor knobs, typed so ``RetrievalConfig(**CALIBRATED)`` is checked."""
+    """The calibrated configs' floor knobs, typed so ``RetrievalSettings(**CALIBRATED)`` is checked."""
 
     floor: float
     calibrated_floor: bool
 
 
 CALIBRATED: _FloorKnobs = {"floor": DEFAULT_FLOOR, "calibrated_floor": True}
-LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/rankers/ (eval/train_ranker.py; base model only)
+LEARNED_RANKER = "k8s-train-minilm-base.json"  # in rag/search/ranking/rankers/ (eval/train_ranker.py; base model only)
 VERSION_RANKER = "version"  # the served version's own ranker, fitted by the page_ranker asset
 TUNED_BOOSTS = (("title", 0.3), ("section", 0.3), ("body", 1.0), ("ident", 0.5))
 # hybrid-page is the one home of serving's depths and weights: the learned and reranked configs are
 # hybrid-page plus one change each, and the ranker features, ranker training and the fusion sweep read
 # them from here (HYBRID_PAGE) instead of restating them.
-_HYBRID_PAGE = RetrievalConfig(name="hybrid-page", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, page_weight=0.5,
-                               page_dense_weight=0.1, max_per_page=2, answerability=True, **CALIBRATED)
-NAMED_CONFIGS: dict[str, RetrievalConfig] = {
+_HYBRID_PAGE = RetrievalSettings(
+    name="hybrid-page",
+    fusion="weighted",
+    alpha=0.3,
+    boosts=TUNED_BOOSTS,
+    page_weight=0.5,
+    page_dense_weight=0.1,
+    max_per_page=2,
+    answerability=True,
+    **CALIBRATED,
+)
+NAMED_CONFIGS: dict[str, RetrievalSettings] = {
     c.name: c
     for c in (
-        RetrievalConfig(name="dense", mode="dense", **CALIBRATED),
-        RetrievalConfig(name="lexical", mode="lexical", boosts=TUNED_BOOSTS),
-        RetrievalConfig(name="hybrid-rrf", fusion="rrf", boosts=TUNED_BOOSTS, **CALIBRATED),
-        RetrievalConfig(name="hybrid-weighted", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, **CALIBRATED),
+        RetrievalSettings(name="dense", mode="dense", **CALIBRATED),
+        RetrievalSettings(name="lexical", mode="lexical", boosts=TUNED_BOOSTS),
+        RetrievalSettings(name="hybrid-rrf", fusion="rrf", boosts=TUNED_BOOSTS, **CALIBRATED),
+        RetrievalSettings(name="hybrid-weighted", fusion="weighted", alpha=0.3, boosts=TUNED_BOOSTS, **CALIBRATED),
         _HYBRID_PAGE,
         # hybrid-page's candidates and scores as features of a learned page ranker (ranker.py),
         # fitted per version on the k8s train split (page_ranker asset); one chunk per page
         # before the next page. A version without its ranker serves hybrid-page's order (without_ranker).
-        replace(_HYBRID_PAGE, name="hybrid-learned", fusion="learned", max_per_page=1,
-                            ranker=VERSION_RANKER),
+        replace(_HYBRID_PAGE, name="hybrid-learned", fusion="learned", max_per_page=1, ranker=VERSION_RANKER),
         # hybrid-page + a cross-encoder over its top 20 (the per-page cap applies after reranking).
         replace(_HYBRID_PAGE, name="hybrid-rerank", rerank=True),
     )
@@ -163,9 +189,8 @@ NAMED_CONFIGS: dict[str, RetrievalConfig] = {
 HYBRID_PAGE = NAMED_CONFIGS["hybrid-page"]
 
 
-def without_ranker(config: RetrievalConfig) -> RetrievalConfig:
+def without_ranker(config: RetrievalSettings) -> RetrievalSettings:
     """What a learned config serves when its ranker cannot rank (``ranker.fallback_reason``):
     hybrid-page's fusion and per-page cap, every other knob (name, floor, answerability) its own.
     The one place that says what "no ranker" falls back to."""
-    return replace(config, fusion=HYBRID_PAGE.fusion, ranker=HYBRID_PAGE.ranker,
-                               max_per_page=HYBRID_PAGE.max_per_page)
+    return replace(config, fusion=HYBRID_PAGE.fusion, ranker=HYBRID_PAGE.ranker, max_per_page=HYBRID_PAGE.max_per_page)

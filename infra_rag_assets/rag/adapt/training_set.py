@@ -19,23 +19,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from .bm25 import BM25
-from .config import AdaptRecipe, stable_hash
-from .corpus_chunks import embed_input
+from ..index.bm25 import BM25
+from ..index.config import AdaptRecipe, stable_hash
+from ..index.corpus_chunks import embed_input
 from .finetune import TrainExample, TrainPairs, best_elsewhere, file_sha256, load_train_pairs
 from .pairs import DocPair, balanced_sample, doc_pairs
 
 CHUNK_FIELDS = ("chunk_id", "doc_id", "project", "title", "section_path", "page_kind", "ordinal", "text", "context")
 
 
-def model_key(recipe: AdaptRecipe, *, chunks_version: str, base_weights_hash: str, train_data_hash: str,
-              descriptions_hash: str) -> str:
+def model_key(
+    recipe: AdaptRecipe, *, chunks_version: str, base_weights_hash: str, train_data_hash: str, descriptions_hash: str
+) -> str:
     """Directory name under ``<home>/models/``: a hash of what determines the weights, by content
     (the train split's *path* is left out: its bytes are in ``train_data_hash``)."""
     params = {k: v for k, v in asdict(recipe).items() if k != "train_split"}
-    return stable_hash({"chunks_version": chunks_version, "base_weights_hash": base_weights_hash,
-                        "train_data_hash": train_data_hash, "descriptions_hash": descriptions_hash,
-                        "recipe": params}, 12)
+    return stable_hash(
+        {
+            "chunks_version": chunks_version,
+            "base_weights_hash": base_weights_hash,
+            "train_data_hash": train_data_hash,
+            "descriptions_hash": descriptions_hash,
+            "recipe": params,
+        },
+        12,
+    )
 
 
 def descriptions_hash(descriptions: Mapping[str, str]) -> str:
@@ -55,21 +63,26 @@ def training_set(recipe: AdaptRecipe, chunks: Sequence[Mapping], descriptions: M
     labelled: list[TrainExample] = []
     questions = skipped = 0
     if recipe.labelled_examples > 0 and train_data_hash(recipe.train_split):
-        found = load_train_pairs(recipe.train_split, chunks, max_questions=recipe.labelled_examples,
-                                 seed=recipe.seed, bm25=bm25)
+        found = load_train_pairs(
+            recipe.train_split, chunks, max_questions=recipe.labelled_examples, seed=recipe.seed, bm25=bm25
+        )
         labelled, questions, skipped = list(found), found.questions, found.skipped
     sampled = balanced_sample(doc_pairs(chunks, descriptions, seed=recipe.seed), recipe.doc_examples, recipe.seed)
     examples = labelled + doc_examples(sampled, chunks, texts, bm25)
-    pairs = TrainPairs(examples, questions=questions, skipped=skipped,
-                       train_data_hash=train_data_hash(recipe.train_split))
-    pairs.composition = {"labelled": len(labelled), **{f"doc_{k}": n for k, n in
-                                                        sorted(Counter(p.kind for p in sampled).items())},
-                         **{f"project_{k}": n for k, n in sorted(Counter(p.project for p in sampled).items())}}
+    pairs = TrainPairs(
+        examples, questions=questions, skipped=skipped, train_data_hash=train_data_hash(recipe.train_split)
+    )
+    pairs.composition = {
+        "labelled": len(labelled),
+        **{f"doc_{k}": n for k, n in sorted(Counter(p.kind for p in sampled).items())},
+        **{f"project_{k}": n for k, n in sorted(Counter(p.project for p in sampled).items())},
+    }
     return pairs
 
 
-def doc_examples(pairs: Sequence[DocPair], chunks: Sequence[Mapping], texts: Sequence[str],
-                 bm25: BM25) -> list[TrainExample]:
+def doc_examples(
+    pairs: Sequence[DocPair], chunks: Sequence[Mapping], texts: Sequence[str], bm25: BM25
+) -> list[TrainExample]:
     """Each label-free pair as a triplet: its chunk, and the best BM25 chunk of another page."""
     row_of = {c["chunk_id"]: i for i, c in enumerate(chunks)}
     page_rows: dict[str, list[int]] = {}
@@ -79,7 +92,15 @@ def doc_examples(pairs: Sequence[DocPair], chunks: Sequence[Mapping], texts: Seq
     for n, p in enumerate(pairs):
         pos = row_of[p.chunk_id]
         neg = best_elsewhere(bm25.scores(p.query), page_rows[p.doc_id])
-        out.append(TrainExample(question_id=f"doc:{p.kind}:{n}", question=p.query, doc_id=p.doc_id,
-                                positive=texts[pos], negative=texts[neg], positive_chunk_id=p.chunk_id,
-                                negative_chunk_id=chunks[neg]["chunk_id"]))
+        out.append(
+            TrainExample(
+                question_id=f"doc:{p.kind}:{n}",
+                question=p.query,
+                doc_id=p.doc_id,
+                positive=texts[pos],
+                negative=texts[neg],
+                positive_chunk_id=p.chunk_id,
+                negative_chunk_id=chunks[neg]["chunk_id"],
+            )
+        )
     return out

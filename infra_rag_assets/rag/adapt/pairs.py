@@ -38,15 +38,48 @@ MAX_HEADINGS_PER_DOC = 3
 MAX_IDENTIFIERS_PER_DOC = 3
 MAX_IDENTIFIER_PAGES = 2
 BOILERPLATE_HEADINGS = {
-    "before you begin", "what's next", "whats next", "cleaning up", "clean up", "cleanup", "overview",
-    "introduction", "summary", "examples", "example", "prerequisites", "see also", "references", "reference",
-    "next steps", "objectives", "feedback", "notes", "note", "options", "synopsis", "usage", "flags",
-    "options inherited from parent commands", "pages in this section", "background", "motivation", "goals",
-    "non-goals", "table of contents", "contents", "conclusion", "appendix", "faq", "further reading",
+    "before you begin",
+    "what's next",
+    "whats next",
+    "cleaning up",
+    "clean up",
+    "cleanup",
+    "overview",
+    "introduction",
+    "summary",
+    "examples",
+    "example",
+    "prerequisites",
+    "see also",
+    "references",
+    "reference",
+    "next steps",
+    "objectives",
+    "feedback",
+    "notes",
+    "note",
+    "options",
+    "synopsis",
+    "usage",
+    "flags",
+    "options inherited from parent commands",
+    "pages in this section",
+    "background",
+    "motivation",
+    "goals",
+    "non-goals",
+    "table of contents",
+    "contents",
+    "conclusion",
+    "appendix",
+    "faq",
+    "further reading",
 }
 _DESCRIPTION_LEAD = re.compile(
     r"^\s*this (?:page|document|task|tutorial|guide|section)\s+(?:shows|explains|describes|demonstrates|"
-    r"covers|outlines|provides)(?:\s+you)?\s+(?:how\s+to\s+)?", re.IGNORECASE)
+    r"covers|outlines|provides)(?:\s+you)?\s+(?:how\s+to\s+)?",
+    re.IGNORECASE,
+)
 _IDENTIFIER = (
     r"--?[a-z][\w.-]*[\w]"  # --flag, -n
     r"|[A-Za-z][\w-]*(?:[./][\w-]+)+"  # spec.replicas, argocd.argoproj.io/sync-wave
@@ -55,7 +88,9 @@ _IDENTIFIER = (
 )
 _DEFINED = re.compile(
     r"^[ \t]*(?:[-*+][ \t]+)?(?:\|[ \t]*)?(?:\[[ \t]*)?[`*]{0,2}(?P<id>" + _IDENTIFIER + r")[`*]{0,2}"
-    r"(?=[ \t]*(?:\(|\||:|[ \t]\S|$))", re.MULTILINE)
+    r"(?=[ \t]*(?:\(|\||:|[ \t]\S|$))",
+    re.MULTILINE,
+)
 _TITLE_FORMS = {
     "task": ("{t} in {p}", "steps: {t}"),
     "tutorial": ("{t} tutorial", "{p} tutorial: {t}"),
@@ -65,11 +100,51 @@ _TITLE_FORMS = {
 }
 # A heading that starts with one of these (or an -ing form) is a task: "How do I <heading>?".
 _TASK_VERBS = {
-    "add", "allow", "apply", "assign", "build", "change", "check", "configure", "connect", "create", "debug",
-    "define", "delete", "deploy", "disable", "enable", "expose", "find", "generate", "get", "install", "list",
-    "manage", "migrate", "monitor", "mount", "prepare", "register", "remove", "restart", "restrict", "rotate",
-    "run", "scale", "set", "specify", "start", "stop", "troubleshoot", "update", "upgrade", "use", "verify",
-    "view", "write",
+    "add",
+    "allow",
+    "apply",
+    "assign",
+    "build",
+    "change",
+    "check",
+    "configure",
+    "connect",
+    "create",
+    "debug",
+    "define",
+    "delete",
+    "deploy",
+    "disable",
+    "enable",
+    "expose",
+    "find",
+    "generate",
+    "get",
+    "install",
+    "list",
+    "manage",
+    "migrate",
+    "monitor",
+    "mount",
+    "prepare",
+    "register",
+    "remove",
+    "restart",
+    "restrict",
+    "rotate",
+    "run",
+    "scale",
+    "set",
+    "specify",
+    "start",
+    "stop",
+    "troubleshoot",
+    "update",
+    "upgrade",
+    "use",
+    "verify",
+    "view",
+    "write",
 }
 _DEFINE_FORMS = ("What is {t}?", "What is a {t} in {p}?", "explain {t}")
 _HEADING_FORMS = ("How does {h} work in {t}?", "{h} ({p} {t})", "What about {h} in {t}?")
@@ -87,8 +162,9 @@ class DocPair:
     kind: str
 
 
-def doc_pairs(chunks: Iterable[Mapping], descriptions: Mapping[str, str] | None = None, *,
-              seed: int = 0) -> list[DocPair]:
+def doc_pairs(
+    chunks: Iterable[Mapping], descriptions: Mapping[str, str] | None = None, *, seed: int = 0
+) -> list[DocPair]:
     """Every label-free pair of ``chunks`` (rows with chunk_id, doc_id, project, title,
     section_path, page_kind, ordinal, text), in document order; ambiguous queries dropped."""
     rng = random.Random(seed)
@@ -113,15 +189,17 @@ def _common_identifiers(pages: Iterable[list[Mapping]]) -> set[str]:
     return {i for i, n in pages_of.items() if n > MAX_IDENTIFIER_PAGES}
 
 
-def _page_pairs(rows: list[Mapping], description: str, rng: random.Random,
-                common: set[str] | None = None) -> list[DocPair]:
+def _page_pairs(
+    rows: list[Mapping], description: str, rng: random.Random, common: set[str] | None = None
+) -> list[DocPair]:
     first = rows[0]
     title, project, kind = _clean(first["title"]), first["project"], first["page_kind"] or ""
     body = _first_body(rows)
 
     def pair(query: str, row: Mapping, how: str) -> DocPair:
-        return DocPair(query=" ".join(query.split()), chunk_id=row["chunk_id"], doc_id=row["doc_id"],
-                       project=project, kind=how)
+        return DocPair(
+            query=" ".join(query.split()), chunk_id=row["chunk_id"], doc_id=row["doc_id"], project=project, kind=how
+        )
 
     out = []
     if title and body is not None:

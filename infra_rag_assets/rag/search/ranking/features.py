@@ -39,11 +39,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..index.analysis import prose_terms
+from ...index.analysis import prose_terms
 
 # FusionSettings and hybrid_page_scores are importable from here as before; they live in fusion.py.
-from .fusion import FusionSettings, Ranking, best_per_page, hybrid_page_scores, minmax
-from .retrieval_config import HYBRID_PAGE
+from ..fusion import FusionSettings, Ranking, best_per_page, hybrid_page_scores, minmax
+from ..retrieval_settings import HYBRID_PAGE
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "base": ("hp_score", "hp_rrank"),
@@ -51,8 +51,20 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "lexical": ("l_ratio", "l_mm", "l_rrank", "l_count"),
     "page": ("p_ratio", "p_mm", "p_rrank"),
     "agree": ("both", "rank_gap", "both_top3"),
-    "intent": ("title_cover", "q_in_title", "title_in_q", "head_cover", "def_q", "def_title",
-               "def_title_in_q", "def_glossary", "def_api", "ident_api", "ident_title", "howto_task"),
+    "intent": (
+        "title_cover",
+        "q_in_title",
+        "title_in_q",
+        "head_cover",
+        "def_q",
+        "def_title",
+        "def_title_in_q",
+        "def_glossary",
+        "def_api",
+        "ident_api",
+        "ident_title",
+        "howto_task",
+    ),
     "type": ("t_glossary", "t_api"),
     "project": ("proj_share", "proj_top"),
     "hier": ("children", "has_parent", "parent_of_top", "child_of_top"),
@@ -62,8 +74,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
 FEATURE_NAMES: tuple[str, ...] = tuple(name for names in GROUPS.values() for name in names)
 
 # "what is X", "what are X", "what does X do|mean", "define X", "explain X"
-_DEFINITIONAL = re.compile(r"^\s*(?:what\s+(?:is|are)\b|what's\b|define\b|explain\b|"
-                           r"what\s+does\s+.+\s+(?:do|mean)\W*$)", re.IGNORECASE)
+_DEFINITIONAL = re.compile(
+    r"^\s*(?:what\s+(?:is|are)\b|what's\b|define\b|explain\b|"
+    r"what\s+does\s+.+\s+(?:do|mean)\W*$)",
+    re.IGNORECASE,
+)
 _ALNUM = re.compile(r"[^a-z0-9]+")
 # an identifier in the question: `code`, camelCase / PascalCase inside a word, a.dotted.path or a --flag
 _IDENT = re.compile(r"`[^`]+`|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\.\w+\.\w+|(?<!\w)--\w")
@@ -149,8 +164,12 @@ def _hier(page: str, pages: Sequence[str]) -> tuple[float, ...]:
     and -0.008 on the own set, where deep Argo CD pages are the answers.)"""
     children = sum(1 for other in pages if _is_parent(page, other))
     has_parent = any(_is_parent(other, page) for other in pages)
-    return (math.log1p(children), float(has_parent), float(_is_parent(page, pages[0])),
-            float(_is_parent(pages[0], page)))
+    return (
+        math.log1p(children),
+        float(has_parent),
+        float(_is_parent(page, pages[0])),
+        float(_is_parent(pages[0], page)),
+    )
 
 
 def _project(project: str, top_projects: Sequence[str]) -> tuple[float, float]:
@@ -178,17 +197,35 @@ def _intent(question: str, title: str, headings: Sequence[str], kind: str) -> tu
     title_in_q = float(bool(squashed) and squashed in _squash(question))
     head_cover = max((len(q & h) / len(h) for h in map(_terms, headings) if h), default=0.0)
     definitional, ident = float(is_definitional(question)), float(asks_identifier(question))
-    return (title_cover, q_in_title, title_in_q, head_cover, definitional, definitional * title_cover,
-            definitional * title_in_q, definitional * (kind == "glossary"), definitional * (kind == "api"),
-            ident * (kind == "api"), ident * title_in_q, float(asks_how_to(question) and kind == "task"))
+    return (
+        title_cover,
+        q_in_title,
+        title_in_q,
+        head_cover,
+        definitional,
+        definitional * title_cover,
+        definitional * title_in_q,
+        definitional * (kind == "glossary"),
+        definitional * (kind == "api"),
+        ident * (kind == "api"),
+        ident * title_in_q,
+        float(asks_how_to(question) and kind == "task"),
+    )
 
 
-def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexical: Ranking,
-                    catalog: Mapping[str, Mapping], fusion: FusionSettings | None = None,
-                    page_cosines: Mapping[str, float] | None = None) -> PageCandidates:
+def page_candidates(
+    question: str,
+    dense: Ranking,
+    lexical: Ranking,
+    page_lexical: Ranking,
+    catalog: Mapping[str, Mapping],
+    fusion: FusionSettings | None = None,
+    page_cosines: Mapping[str, float] | None = None,
+) -> PageCandidates:
     """Candidate pages of one question with their feature rows (see the module docstring).
     ``fusion``: the base group's weights, serving's hybrid-page ones unless given.
     ``page_cosines``: page id -> cosine of the question to the page's centroid, when known."""
+
     def page_of(cid: str) -> str | None:
         row = catalog.get(cid)
         return row.get("doc_id") if row else None
@@ -206,9 +243,11 @@ def page_candidates(question: str, dense: Ranking, lexical: Ranking, page_lexica
     d_side, l_side, p_side = _side(dense, page_of), _side(lexical, page_of), _page_side(page_lexical)
     top_projects = [catalog[chunks[p][0]].get("project") or "" for p in pages[:10]]
     centroid = _centroid(pages, page_cosines)
-    rows = [_row(question, page, rank, base[page], (d_side, l_side, p_side), chunks[page], catalog, pages,
-                 top_projects) + centroid[i]
-            for i, (rank, page) in enumerate(enumerate(pages, 1))]
+    rows = [
+        _row(question, page, rank, base[page], (d_side, l_side, p_side), chunks[page], catalog, pages, top_projects)
+        + centroid[i]
+        for i, (rank, page) in enumerate(enumerate(pages, 1))
+    ]
     return PageCandidates(pages, np.asarray(rows, dtype=np.float64), chunks)
 
 
@@ -225,9 +264,17 @@ def _centroid(pages: Sequence[str], page_cosines: Mapping[str, float] | None) ->
     return [[c, (c - low) / (high - low) if high > low else 0.0, r] for c, r in zip(cos, rrank)]
 
 
-def _row(question: str, page: str, rank: int, base: float, sides: tuple[dict, dict, dict],
-         page_chunks: Sequence[str], catalog: Mapping[str, Mapping], pages: Sequence[str],
-         top_projects: Sequence[str]) -> list[float]:
+def _row(
+    question: str,
+    page: str,
+    rank: int,
+    base: float,
+    sides: tuple[dict, dict, dict],
+    page_chunks: Sequence[str],
+    catalog: Mapping[str, Mapping],
+    pages: Sequence[str],
+    top_projects: Sequence[str],
+) -> list[float]:
     d_side, l_side, p_side = sides
     d = d_side.get(page, (0.0, 0.0, 0.0, 0))
     lx = l_side.get(page, (0.0, 0.0, 0.0, 0))
@@ -239,13 +286,23 @@ def _row(question: str, page: str, rank: int, base: float, sides: tuple[dict, di
     kind = page_type(first)
     headings = [(catalog[c].get("section_path") or "").split(" › ")[-1] for c in page_chunks[:5]]
     return [
-        base, 1.0 / rank,
-        d[0], d[1], d[2], math.log1p(d[3]),
-        lx[0] / l_top, lx[1], lx[2], math.log1p(lx[3]),
+        base,
+        1.0 / rank,
+        d[0],
+        d[1],
+        d[2],
+        math.log1p(d[3]),
+        lx[0] / l_top,
+        lx[1],
+        lx[2],
+        math.log1p(lx[3]),
         *p,
-        both, gap, float(both and d[2] >= 1 / 3 and lx[2] >= 1 / 3),
+        both,
+        gap,
+        float(both and d[2] >= 1 / 3 and lx[2] >= 1 / 3),
         *_intent(question, first.get("title") or "", headings, kind),
-        float(kind == "glossary"), float(kind == "api"),
+        float(kind == "glossary"),
+        float(kind == "api"),
         *_project(first.get("project") or "", top_projects),
         *_hier(page, pages),
         float(for_contributors(first)),

@@ -1,4 +1,4 @@
-"""Learned ranker: a linear scorer over the candidate-page features of ``ranker_features``,
+"""Learned ranker: a linear scorer over the candidate-page features of ``features``,
 fitted with a listwise softmax loss (or the pairwise RankNet loss it replaced), saved as JSON
 (pure, numpy only).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ranker_features import FEATURE_NAMES, GROUPS, PageCandidates
+from .features import FEATURE_NAMES, GROUPS, PageCandidates
 
 FORMAT = "infra-rag-ranker/1"
 LOSSES = ("listwise", "pairwise")
@@ -85,8 +85,13 @@ class Ranker:
         return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
     def to_dict(self) -> dict:
-        body = {"format": FORMAT, "feature_names": list(self.feature_names), "mean": list(self.mean),
-                "scale": list(self.scale), "weights": list(self.weights)}
+        body = {
+            "format": FORMAT,
+            "feature_names": list(self.feature_names),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+        }
         return {**body, "hash": _hash(body), "meta": self.meta}
 
     @classmethod
@@ -130,8 +135,11 @@ def _pairs(groups: Sequence[tuple[np.ndarray, np.ndarray]], per_question: int) -
     return np.concatenate(diffs), np.concatenate(weights)
 
 
-def fit(groups: Sequence[tuple[np.ndarray, np.ndarray]], feature_names: Sequence[str] = FEATURE_NAMES,
-        settings: FitSettings | None = None) -> Ranker:
+def fit(
+    groups: Sequence[tuple[np.ndarray, np.ndarray]],
+    feature_names: Sequence[str] = FEATURE_NAMES,
+    settings: FitSettings | None = None,
+) -> Ranker:
     """Full-batch Adam from zero weights (deterministic) on ``settings.loss``.
 
     ``groups``: one (FEATURE_NAMES rows in ``hybrid-page`` order, 0/1 labels) per question."""
@@ -149,9 +157,18 @@ def fit(groups: Sequence[tuple[np.ndarray, np.ndarray]], feature_names: Sequence
         m = 0.9 * m + 0.1 * grad
         v = 0.999 * v + 0.001 * grad * grad
         w -= settings.learning_rate * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
-    return Ranker(tuple(feature_names), tuple(map(float, mean)), tuple(map(float, scale)), tuple(map(float, w)),
-                  meta={**objective.meta, "questions": len(groups), "loss": round(objective.loss(w), 6),
-                        "settings": settings.__dict__})
+    return Ranker(
+        tuple(feature_names),
+        tuple(map(float, mean)),
+        tuple(map(float, scale)),
+        tuple(map(float, w)),
+        meta={
+            **objective.meta,
+            "questions": len(groups),
+            "loss": round(objective.loss(w), 6),
+            "settings": settings.__dict__,
+        },
+    )
 
 
 class _Pairwise:
@@ -231,7 +248,7 @@ def fallback_reason(ranker: Ranker | None, page_vectors: object | None) -> str:
     """Why a learned config must serve hybrid-page's order instead of this ranker's ("" when
     the ranker can rank): there is none, or it was fitted with centroid features and the
     version has no page vectors. The one test the engine and the retriever both make; what
-    the fallback serves is ``retrieval_config.without_ranker``."""
+    the fallback serves is ``retrieval_settings.without_ranker``."""
     if ranker is None:
         return "no ranker for this version"
     if ranker.needs_page_vectors and page_vectors is None:

@@ -16,7 +16,7 @@ batches without duplicate passages) in ~40 lines and no extra dependency.
 
 Layout of ``out_dir`` (built in a staging dir, then renamed into place)::
 
-    out_dir/model/          loadable sentence-transformers directory (point BuildSettings.model here)
+    out_dir/model/          loadable sentence-transformers directory (point BuildResource.model here)
     out_dir/training.json   data hashes, counts, hyper-parameters, timings, base and trained weights hash
 
 ``training.json`` sits beside the model, not inside it, because ``weights_hash`` hashes every
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from .bm25 import BM25
-from .corpus_chunks import embed_input
+from ..index.bm25 import BM25
+from ..index.corpus_chunks import embed_input
 
 MODEL_SUBDIR = "model"
 TRAINING_JSON = "training.json"
@@ -86,8 +86,15 @@ def examples_hash(examples: Sequence[TrainExample]) -> str:
     return digest.hexdigest()
 
 
-def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[Mapping], *, max_questions: int | None = None,
-                     seed: int = 0, dense_miner: DenseMiner | None = None, bm25: BM25 | None = None) -> TrainPairs:
+def load_train_pairs(
+    train_jsonl: str | Path,
+    chunks: Iterable[Mapping],
+    *,
+    max_questions: int | None = None,
+    seed: int = 0,
+    dense_miner: DenseMiner | None = None,
+    bm25: BM25 | None = None,
+) -> TrainPairs:
     """One (question, positive, hard negative) per train question whose page has chunks.
 
     Questions whose ``kubernetes:<source_page>`` has no chunk (page missing from this corpus
@@ -108,8 +115,10 @@ def load_train_pairs(train_jsonl: str | Path, chunks: Iterable[Mapping], *, max_
     usable = _sample(usable, max_questions, seed)
     bm25 = bm25 or BM25(texts)
     dense = dense_miner.scores([r["question"] for r in usable]) if dense_miner else None
-    examples = [_example(r, bm25, by_doc[f"kubernetes:{r['source_page']}"], chunks, texts,
-                         None if dense is None else dense[i]) for i, r in enumerate(usable)]
+    examples = [
+        _example(r, bm25, by_doc[f"kubernetes:{r['source_page']}"], chunks, texts, None if dense is None else dense[i])
+        for i, r in enumerate(usable)
+    ]
     return TrainPairs(examples, questions=len(rows), skipped=skipped, train_data_hash=file_sha256(train_jsonl))
 
 
@@ -121,8 +130,14 @@ def _sample(rows: list[dict], max_questions: int | None, seed: int) -> list[dict
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: Sequence[Mapping], texts: list[str],
-             dense_scores: np.ndarray | None = None) -> TrainExample:
+def _example(
+    row: dict,
+    bm25: BM25,
+    page_rows: list[int],
+    chunks: Sequence[Mapping],
+    texts: list[str],
+    dense_scores: np.ndarray | None = None,
+) -> TrainExample:
     """Positive: best page chunk for question + answer (the chunk that holds the answer).
     Negative: best chunk of any other page for the question alone (what BM25 would wrongly
     rank first, or with ``dense_scores`` what the dense model would)."""
@@ -130,9 +145,15 @@ def _example(row: dict, bm25: BM25, page_rows: list[int], chunks: Sequence[Mappi
     pos = page_rows[int(page_scores.argmax())]
     scores = bm25.scores(row["question"]) if dense_scores is None else np.array(dense_scores, dtype=np.float32)
     neg = best_elsewhere(scores, page_rows)
-    return TrainExample(question_id=row["id"], question=row["question"], doc_id=chunks[pos]["doc_id"],
-                        positive=texts[pos], negative=texts[neg], positive_chunk_id=chunks[pos]["chunk_id"],
-                        negative_chunk_id=chunks[neg]["chunk_id"])
+    return TrainExample(
+        question_id=row["id"],
+        question=row["question"],
+        doc_id=chunks[pos]["doc_id"],
+        positive=texts[pos],
+        negative=texts[neg],
+        positive_chunk_id=chunks[pos]["chunk_id"],
+        negative_chunk_id=chunks[neg]["chunk_id"],
+    )
 
 
 def best_elsewhere(scores: np.ndarray, page_rows: list[int]) -> int:
@@ -179,10 +200,19 @@ def no_duplicate_batches(examples: Sequence[TrainExample], batch_size: int, seed
     return batches
 
 
-def train_bi_encoder(base_model_path: str | Path, examples: Sequence[TrainExample], out_dir: str | Path, *,
-                     epochs: int = 1, batch_size: int = 32, max_seq_length: int = 192, lr: float = 2e-5,
-                     seed: int = 0, progress: TrainProgress | None = None,
-                     extra: dict[str, Any] | None = None) -> dict:
+def train_bi_encoder(
+    base_model_path: str | Path,
+    examples: Sequence[TrainExample],
+    out_dir: str | Path,
+    *,
+    epochs: int = 1,
+    batch_size: int = 32,
+    max_seq_length: int = 192,
+    lr: float = 2e-5,
+    seed: int = 0,
+    progress: TrainProgress | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict:
     """Fine-tune ``base_model_path`` on ``examples``; write ``out_dir/model`` + ``out_dir/training.json``.
 
     CPU only, offline, no checkpoints: the only thing written is the final model, assembled in
@@ -190,7 +220,7 @@ def train_bi_encoder(base_model_path: str | Path, examples: Sequence[TrainExampl
     half-written model where the content-addressed lookup would trust it. ``extra`` (e.g. the
     chunks version the pairs came from) is recorded in ``training.json`` as is.
     """
-    from .embedding import resolve_model_path, weights_hash
+    from ..index.embedding import resolve_model_path, weights_hash
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -198,22 +228,36 @@ def train_bi_encoder(base_model_path: str | Path, examples: Sequence[TrainExampl
     if not examples:
         raise ValueError("no training examples")
     base_path = resolve_model_path(str(base_model_path))
-    hparams = {"epochs": epochs, "batch_size": batch_size, "max_seq_length": max_seq_length, "lr": lr,
-               "seed": seed, "loss": "MultipleNegativesRankingLoss(scale=20, cos_sim)",
-               "warmup_fraction": WARMUP_FRACTION, "max_grad_norm": MAX_GRAD_NORM, "optimizer": "AdamW"}
+    hparams = {
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "max_seq_length": max_seq_length,
+        "lr": lr,
+        "seed": seed,
+        "loss": "MultipleNegativesRankingLoss(scale=20, cos_sim)",
+        "warmup_fraction": WARMUP_FRACTION,
+        "max_grad_norm": MAX_GRAD_NORM,
+        "optimizer": "AdamW",
+    }
     staging = out_dir.parent / f".staging-{out_dir.name}-{os.getpid()}-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
     try:
         model, stats = _fit(base_path, examples, hparams, progress)
         model.save(str(staging / MODEL_SUBDIR), create_model_card=False)
         record = {
-            "base_model": str(base_model_path), "base_model_path": str(base_path),
-            "base_weights_hash": weights_hash(base_path), "trained_weights_hash": weights_hash(staging / MODEL_SUBDIR),
-            "examples": len(examples), "examples_hash": examples_hash(examples),
+            "base_model": str(base_model_path),
+            "base_model_path": str(base_path),
+            "base_weights_hash": weights_hash(base_path),
+            "trained_weights_hash": weights_hash(staging / MODEL_SUBDIR),
+            "examples": len(examples),
+            "examples_hash": examples_hash(examples),
             "train_data_hash": getattr(examples, "train_data_hash", ""),
-            "questions": getattr(examples, "questions", None), "skipped_questions": getattr(examples, "skipped", None),
-            "hyper_parameters": hparams, "saved_max_seq_length": int(model.max_seq_length),
-            **stats, **(extra or {}),
+            "questions": getattr(examples, "questions", None),
+            "skipped_questions": getattr(examples, "skipped", None),
+            "hyper_parameters": hparams,
+            "saved_max_seq_length": int(model.max_seq_length),
+            **stats,
+            **(extra or {}),
         }
         (staging / TRAINING_JSON).write_text(json.dumps(record, indent=2, sort_keys=True))
         record = _publish(staging, out_dir, record)
@@ -265,11 +309,15 @@ def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: 
     seconds = time.perf_counter() - started
     model.eval()
     model.max_seq_length = inference_length
-    return model, {"seconds_training": round(seconds, 1), "steps": total,
-                   "cpu_seconds_training": round(time.process_time() - cpu_started, 1),
-                   "torch_threads": torch.get_num_threads(),
-                   "pairs_per_second": round(len(examples) * hp["epochs"] / seconds, 3) if seconds else 0.0,
-                   "loss_first": round(losses[0], 4), "loss_last_20": round(_recent_mean(losses), 4)}
+    return model, {
+        "seconds_training": round(seconds, 1),
+        "steps": total,
+        "cpu_seconds_training": round(time.process_time() - cpu_started, 1),
+        "torch_threads": torch.get_num_threads(),
+        "pairs_per_second": round(len(examples) * hp["epochs"] / seconds, 3) if seconds else 0.0,
+        "loss_first": round(losses[0], 4),
+        "loss_last_20": round(_recent_mean(losses), 4),
+    }
 
 
 def _train_step(model, loss_fn, optimizer, scheduler, batch: list[TrainExample], max_grad_norm: float) -> float:

@@ -15,18 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from .page_vectors import PageVectors
+from ..page_vectors import PageVectors
+from ..retrieval_settings import HYBRID_PAGE
+from .features import FEATURE_NAMES, GROUPS, PageCandidates, page_candidates
 from .ranker import FitSettings, Ranker, fit
-from .ranker_features import FEATURE_NAMES, GROUPS, PageCandidates, page_candidates
-from .retrieval_config import HYBRID_PAGE
 
 # Chunk candidates per side and pages asked: hybrid-page's own, so the ranker trains on what serves.
 DEPTH, PAGE_DEPTH = HYBRID_PAGE.depth, HYBRID_PAGE.page_depth
 CACHE_DEPTH = 100  # candidates cached per side by scripts that replay deeper settings
 
 
-def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
-                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
+def candidate_lists(
+    engine: Any, records: Sequence[Any], depth: int = DEPTH, progress: Callable[[int, int], None] | None = None
+) -> list[dict]:
     """Per question: id, text, relevant pages, the question's vector and the dense, lexical and
     page-index candidates from the searchers and boosts ``hybrid-page`` serves with."""
     serving = engine.retriever(HYBRID_PAGE.name)
@@ -35,30 +36,49 @@ def candidate_lists(engine: Any, records: Sequence[Any], depth: int = DEPTH,
     boosts = dict(serving.config.boosts)
     out = []
     for start in range(0, len(records), 64):
-        batch = records[start:start + 64]
+        batch = records[start : start + 64]
         vectors = engine.embedder.encode([r.question for r in batch])
-        out += [{"id": r.id, "question": r.question, "relevant": list(r.relevant), "vector": v,
-                 "dense": serving.vector_searcher.search(v, depth),
-                 "lexical": serving.lexical_searcher.search(r.question, depth, boosts=boosts),
-                 "pages": serving.page_searcher.search(r.question, max(depth, PAGE_DEPTH), boosts=boosts)}
-                for r, v in zip(batch, vectors)]
+        out += [
+            {
+                "id": r.id,
+                "question": r.question,
+                "relevant": list(r.relevant),
+                "vector": v,
+                "dense": serving.vector_searcher.search(v, depth),
+                "lexical": serving.lexical_searcher.search(r.question, depth, boosts=boosts),
+                "pages": serving.page_searcher.search(r.question, max(depth, PAGE_DEPTH), boosts=boosts),
+            }
+            for r, v in zip(batch, vectors)
+        ]
         if progress:
             progress(len(out), len(records))
     return out
 
 
-def labelled_candidates(item: dict, catalog: dict, page_vectors: PageVectors | None = None
-                        ) -> tuple[PageCandidates, np.ndarray]:
+def labelled_candidates(
+    item: dict, catalog: dict, page_vectors: PageVectors | None = None
+) -> tuple[PageCandidates, np.ndarray]:
     """One question's candidate pages (feature rows) and 0/1 labels (page is relevant)."""
     cosines = page_vectors.cosines(item["vector"]) if page_vectors is not None else None
-    candidates = page_candidates(item["question"], item["dense"][:DEPTH], item["lexical"][:DEPTH],
-                                 item["pages"][:PAGE_DEPTH], catalog, page_cosines=cosines)
+    candidates = page_candidates(
+        item["question"],
+        item["dense"][:DEPTH],
+        item["lexical"][:DEPTH],
+        item["pages"][:PAGE_DEPTH],
+        catalog,
+        page_cosines=cosines,
+    )
     relevant = set(item["relevant"])
     return candidates, np.array([float(p in relevant) for p in candidates.pages])
 
 
-def fit_version_ranker(candidates: Sequence[dict], catalog: dict, feature_names: Sequence[str] = FEATURE_NAMES,
-                       settings: FitSettings | None = None, page_vectors: PageVectors | None = None) -> Ranker:
+def fit_version_ranker(
+    candidates: Sequence[dict],
+    catalog: dict,
+    feature_names: Sequence[str] = FEATURE_NAMES,
+    settings: FitSettings | None = None,
+    page_vectors: PageVectors | None = None,
+) -> Ranker:
     """The ranker fitted on these questions' candidates (questions without candidates skipped).
     Without page vectors the centroid features are left out of the fit (they would be all zeros)."""
     if page_vectors is None:
@@ -69,5 +89,10 @@ def fit_version_ranker(candidates: Sequence[dict], catalog: dict, feature_names:
         raise ValueError("no train question has candidate pages in this version")
     found = sum(bool(labels.any()) for _, labels in usable)
     ranker = fit(usable, feature_names, settings)
-    return Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
-                  meta={**ranker.meta, "questions_with_relevant_candidate": found})
+    return Ranker(
+        ranker.feature_names,
+        ranker.mean,
+        ranker.scale,
+        ranker.weights,
+        meta={**ranker.meta, "questions_with_relevant_candidate": found},
+    )
