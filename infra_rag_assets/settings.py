@@ -16,7 +16,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "INFRA_RAG_"
 
-# name -> what it sets (docs/operations.md lists the same, generated from this table)
+# name -> what it sets (docs/operations.md lists every one; test_settings.py keeps the two in step)
 VARIABLES = {
     "HOME": "data home: warehouse, blobs, indexes, caches (default ./.infra_rag)",
     "LANCEDB_URI": "LanceDB URI, e.g. s3://bucket/path (default <home>/lancedb)",

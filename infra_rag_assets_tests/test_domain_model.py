@@ -118,7 +118,7 @@ def test_the_eval_split_is_refused(fresh_home, built_index):
 
 
 def test_training_set_mixes_labelled_and_label_free_pairs(built_index, train_subset):
-    warehouse = DataHomeResource(home=str(built_index["home"])).warehouse()
+    warehouse = DataHomeResource(home=str(built_index["home"])).data_home().warehouse()
     rows = warehouse.chunks_of(built_index["version"], CHUNK_FIELDS).to_dicts()
     recipe = AdaptRecipe(labelled_examples=10, doc_examples=20, train_split=str(train_subset))
     pairs = training_set(recipe, rows, {})

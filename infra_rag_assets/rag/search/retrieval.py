@@ -19,7 +19,6 @@ Why the pieces look the way they do:
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -91,9 +90,11 @@ def catalog_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict]:
 
 def load_cross_encoder(model: str) -> Any:
     """A sentence-transformers CrossEncoder from local files only (never the network)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import CrossEncoder
+
+    from ..index.embedding import offline_models
+
+    offline_models()
 
     return CrossEncoder(model, device="cpu", local_files_only=True)
 
