@@ -10,12 +10,13 @@ run queue) and override resource fields with run config, never with other object
 
 import dagster as dg
 
+from . import settings
 from .defs import jobs
 from .defs.evaluate import abstention_calibration, eval_run, page_ranker
 from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, source_pages
 from .defs.operate import automation, operations, release, served_traces
-from .defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from .defs.resources import BuildResource, DataHomeResource, EmbedderResource, from_env
 
 ASSETS = [
     source_pages.source_pages,
@@ -48,5 +49,9 @@ defs = dg.Definitions(
     jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
     schedules=[operations.canary_hourly],
     sensors=[automation.sources_changed, automation.serve_approved_builds],
-    resources={"store": DataHomeResource(), "settings": BuildResource(), "embedding": EmbedderResource()},
+    resources={
+        "store": DataHomeResource(home=from_env("HOME", settings.home()), lancedb_uri=from_env("LANCEDB_URI", "")),
+        "settings": BuildResource(sources_file=from_env("SOURCES", settings.sources_file())),
+        "embedding": EmbedderResource(),
+    },
 )

@@ -32,6 +32,13 @@ def default_model() -> str:
     return settings.model() or DEFAULT_MODEL
 
 
+def from_env(name: str, default: str) -> str | dg.EnvVar:
+    """A resource field set by ``INFRA_RAG_<name>``: a ``dg.EnvVar`` when the variable is set (the
+    UI shows where the value comes from, and each run worker reads its own environment), else
+    the default. Whether it is set is asked of settings.py, the one reader of these variables."""
+    return dg.EnvVar(settings.PREFIX + name) if settings.is_set(name) else default
+
+
 class DataHomeResource(dg.ConfigurableResource):
     """The data home: DuckDB warehouse, page blobs, LanceDB and Tantivy directories."""
 

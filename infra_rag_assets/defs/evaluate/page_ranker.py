@@ -4,11 +4,12 @@ After both indexes (it asks the version's QueryEngine for hybrid-page's candidat
 *train* questions), before eval_run (whose ``hybrid-learned`` regime, like serving, then ranks
 with it). Writes ``<home>/serving/<version>/ranker.json`` and ``page_vectors.npz`` (each page's
 centroid vector, which the ranker's centroid features read at query time). Fitting is
-content-addressed under ``<home>/rankers/<key>.json`` (key: train questions, catalog, model
-weights, searchers, features and fit settings), so an unchanged rebuild reuses the weights instead of re-asking ~3,400
-questions. A rebuilt snapshot keeps ranker.json when the chunks are unchanged; when they changed
-it drops it, and the version serves hybrid-page's order until this asset runs again (it is
-downstream of lexical_index, so every build does).
+content-addressed in the data home's ranker cache (``rag/search/ranking/training.fit_or_reuse``;
+key: train questions, catalog, model weights, searchers, features and fit settings), so an
+unchanged rebuild reuses the weights instead of re-asking ~3,400 questions. A rebuilt snapshot
+keeps ranker.json when the chunks are unchanged; when they changed it drops it, and the version
+serves hybrid-page's order until this asset runs again (it is downstream of lexical_index, so
+every build does).
 """
 
 import dagster as dg
@@ -19,8 +20,6 @@ from ...rag.index.config import stable_hash
 from ...rag.operate.files import write_json_atomic
 from ...rag.search.page_vectors import PageVectors
 from ...rag.search.ranking.features import FEATURE_NAMES
-from ...rag.search.ranking.ranker import FitSettings, Ranker
-from ...rag.search.retrieval_settings import NAMED_CONFIGS
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
 from ..resources import PROJECT_ROOT, DataHomeResource
@@ -48,8 +47,8 @@ class PageRankerConfig(dg.Config):
 def page_ranker(
     context: dg.AssetExecutionContext, config: PageRankerConfig, store: DataHomeResource
 ) -> dg.MaterializeResult:
-    from ...rag.search.engine import QueryEngine, one_torch_thread
-    from ...rag.search.ranking.training import candidate_lists, fit_version_ranker
+    from ...rag.search.engine import QueryEngine
+    from ...rag.search.ranking.training import fit_or_reuse
 
     version = context.partition_key
     home = store.data_home()
@@ -59,9 +58,7 @@ def page_ranker(
     page_vectors = PageVectors.of_version(home.vectors_uri(), version, engine.catalog)
     page_vectors.save(home.version(version).page_vectors)
     benchmark = load_benchmark(config.train, PROJECT_ROOT)
-    records = answerable_sample(
-        benchmark.records, store.data_home().warehouse().doc_ids(version), config.max_questions, config.seed
-    )
+    records = answerable_sample(benchmark.records, home.warehouse().doc_ids(version), config.max_questions, config.seed)
     if len(records) < config.min_questions:
         why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"
         context.log.warning(f"{version}: no ranker fitted, {why}")
@@ -69,36 +66,14 @@ def page_ranker(
             metadata={"fitted": False, "reason": why},
             data_version=dg.DataVersion(stable_hash(["unfitted", len(records)], 16)),
         )
-    settings = FitSettings()
-    key = stable_hash(
-        {
-            "train": benchmark.version_hash,
-            "catalog": engine.manifest.catalog_sha256,
-            "model": engine.embedder.weights_hash,
-            "questions": [r.id for r in records],
-            "searchers": NAMED_CONFIGS["hybrid-page"].config_hash(),
-            "features": list(FEATURE_NAMES),
-            "fit": settings.__dict__,
-        },
-        16,
+    ranker, reused = fit_or_reuse(
+        engine,
+        records,
+        home.cache("ranker"),
+        page_vectors,
+        train=(config.train, benchmark.version_hash),
+        progress=log_progress(context, "questions", 250),
     )
-    rankers, entry = home.cache("ranker"), f"{key}.json"
-    cached = rankers.get(entry)
-    reused = cached is not None
-    if cached is not None:
-        ranker = Ranker.load(cached)
-    else:
-        with one_torch_thread():  # query embedding as served (see engine.single_thread_queries)
-            candidates = candidate_lists(engine, records, progress=log_progress(context, "questions", 250))
-        ranker = fit_version_ranker(candidates, engine.catalog, settings=settings, page_vectors=page_vectors)
-        ranker = Ranker(
-            ranker.feature_names,
-            ranker.mean,
-            ranker.scale,
-            ranker.weights,
-            meta={**ranker.meta, "trained_on": config.train, "index_version": version},
-        )
-        rankers.put(entry, lambda path: write_json_atomic(path, ranker.to_dict()))
     write_json_atomic(target, ranker.to_dict())
     weights = pl.DataFrame({"feature": ranker.feature_names, "weight": [round(w, 4) for w in ranker.weights]})
     return dg.MaterializeResult(

@@ -60,7 +60,7 @@ def resolve_version(home: DataHome, requested: str | None = None) -> str:
     if current:
         return current
     for manifest in reversed(list_manifests(home.serving_root())):
-        if (home.tantivy_root() / manifest.version).is_dir() and _has_vectors(home, manifest.version):
+        if home.version(manifest.version).tantivy.is_dir() and _has_vectors(home, manifest.version):
             return manifest.version
     raise VersionNotFound("no built index version yet: run `infra-rag build`")
 
@@ -106,18 +106,18 @@ class QueryEngine:
 
     def __init__(self, home: DataHome, version: str):
         from ..index.embedding import resolve_model_path, shared_embedder
-        from ..index.serving_snapshot import read_catalog, read_manifest, snapshot_dir
+        from ..index.serving_snapshot import read_catalog, read_manifest
         from ..index.tokens import HFTokenCounter
         from .calibration import read_calibration
 
         self.home, self.version = home, version
         self.manifest = read_manifest(home.serving_root(), version)
         # None for versions built before calibration: their configs keep the fixed DEFAULT_FLOOR.
-        self.calibration: Calibration | None = read_calibration(snapshot_dir(home.serving_root(), version))
+        self.calibration: Calibration | None = read_calibration(home.version(version).snapshot)
         # None when the version's ranker cannot rank (built before page_ranker, or fitted with page
         # vectors the snapshot no longer has): "version"-ranker configs then serve without_ranker's order.
-        ranker = version_ranker(snapshot_dir(home.serving_root(), version))
-        self.page_vectors = version_page_vectors(snapshot_dir(home.serving_root(), version))
+        ranker = version_ranker(home.version(version).snapshot)
+        self.page_vectors = version_page_vectors(home.version(version).snapshot)
         self.ranker: Ranker | None = None if fallback_reason(ranker, self.page_vectors) else ranker
         self.build_config = BuildSettings.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
@@ -148,7 +148,7 @@ class QueryEngine:
             if mode != "lexical" and self._vector is None:
                 self._vector = VectorSearcher.open(self.home.vectors_uri(), self.version, self.embedder)
             if mode != "dense" and self._lexical is None:
-                self._lexical = LexicalSearcher.open(self.home.tantivy_root() / self.version, private_copy=True)
+                self._lexical = LexicalSearcher.open(self.home.version(self.version).tantivy, private_copy=True)
             return self._vector, self._lexical
 
     def vocabulary(self) -> Any:
@@ -160,7 +160,7 @@ class QueryEngine:
         from ..index.page_index import open_page_searcher
 
         if config.uses_page_index and self._pages is None:
-            self._pages = open_page_searcher(self.home.tantivy_root() / self.version, private_copy=True) or False
+            self._pages = open_page_searcher(self.home.version(self.version).tantivy, private_copy=True) or False
         return self._pages or None
 
     def resolve(self, config: RetrievalSettings | str = DEFAULT_CONFIG) -> RetrievalSettings:

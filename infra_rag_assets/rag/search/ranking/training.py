@@ -96,3 +96,51 @@ def fit_version_ranker(
         ranker.weights,
         meta={**ranker.meta, "questions_with_relevant_candidate": found},
     )
+
+
+def ranker_key(engine: Any, train_hash: str, records: Sequence[Any], settings: FitSettings) -> str:
+    """The content address of a version's ranker: everything the fit reads, not the version name."""
+    from ...index.config import stable_hash
+
+    return stable_hash(
+        {
+            "train": train_hash,
+            "catalog": engine.manifest.catalog_sha256,
+            "model": engine.embedder.weights_hash,
+            "questions": [r.id for r in records],
+            "searchers": HYBRID_PAGE.config_hash(),
+            "features": list(FEATURE_NAMES),
+            "fit": settings.__dict__,
+        },
+        16,
+    )
+
+
+def fit_or_reuse(
+    engine: Any,
+    records: Sequence[Any],
+    cache: Any,
+    page_vectors: PageVectors,
+    train: tuple[str, str],
+    progress: Callable[[int, int], None] | None = None,
+    settings: FitSettings | None = None,
+) -> tuple[Ranker, bool]:
+    """The version's ranker and whether it was reused: found again in ``cache`` (a
+    ``DataHome.cache("ranker")``) by ``ranker_key``, else fitted on hybrid-page's candidates of
+    ``records`` (queries embedded on one torch thread, as served) and stored there.
+    ``train`` is the train split's (name, version hash)."""
+    from ...operate.files import write_json_atomic
+    from ..engine import one_torch_thread
+
+    settings = settings or FitSettings()
+    entry = f"{ranker_key(engine, train[1], records, settings)}.json"
+    cached = cache.get(entry)
+    if cached is not None:
+        return Ranker.load(cached), True
+    with one_torch_thread():
+        candidates = candidate_lists(engine, records, progress=progress)
+    fitted = fit_version_ranker(candidates, engine.catalog, settings=settings, page_vectors=page_vectors)
+    meta = {**fitted.meta, "trained_on": train[0], "index_version": engine.version}
+    ranker = Ranker(fitted.feature_names, fitted.mean, fitted.scale, fitted.weights, meta=meta)
+    cache.put(entry, lambda path: write_json_atomic(path, ranker.to_dict()))
+    return ranker, False
