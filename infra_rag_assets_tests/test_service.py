@@ -104,6 +104,31 @@ def test_unknown_version_is_404_and_traced(client):
     assert traced.filter(traced["trace_id"] == missing.json()["error"]["trace_id"])["outcome"].to_list() == ["error"]
 
 
+@pytest.mark.parametrize("name", ["release.json", "release.json.tmp", "nope", "a.b", "x" * 100])
+def test_any_name_that_is_not_a_built_version_is_404(client, name):
+    """Names of other files under serving/ (the release pointer) are not versions either."""
+    http, home = client
+    (home.serving_root() / "release.json.tmp").write_text("{}")
+    for route in ("/search", "/answer"):
+        reply = http.post(route, json={"question": "What is a Pod?", "version": name})
+        assert reply.status_code == 404 and reply.json()["error"]["type"] == "version_not_found", reply.text
+        assert "Traceback" not in reply.text and str(home.root) not in reply.text
+
+
+def test_liveness_never_needs_an_index_and_readiness_needs_a_warm_version(client, tmp_path):
+    http, _ = client
+    assert http.get("/livez").json() == {"ok": True, "version": None, "detail": ""}
+    ready = http.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ok"] and ready.json()["version"]
+    assert ready.json()["version"] == http.app.state.serving.current.version
+    with TestClient(create_app(DataHome.at(tmp_path / "empty"), ServiceSettings(poll_s=0.2))) as empty:
+        assert empty.get("/livez").status_code == 200  # a pod without a release is alive: no restart loop
+        not_ready = empty.get("/readyz")
+        assert not_ready.status_code == 503 and not_ready.json()["ok"] is False
+        assert "no built index version" in not_ready.json()["detail"]
+        assert empty.get("/health").status_code == 503
+
+
 def test_unexpected_errors_are_500_logged_with_traceback(client, caplog, monkeypatch):
     http, _ = client
     engine = http.app.state.serving.current

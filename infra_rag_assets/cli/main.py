@@ -29,6 +29,7 @@ def stage_order() -> list[str]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="infra_rag_assets", prog_name="infra-rag", message="%(prog)s %(version)s")
 @click.option("--home", default=None, help="data home (default: $INFRA_RAG_HOME, else ./.infra_rag)")
 @click.option(
     "--sources",

@@ -111,6 +111,14 @@ class CheckModel(BaseModel):
     detail: str = ""
 
 
+class ProbeResponse(BaseModel):
+    """/livez and /readyz: what a kubelet (or any orchestrator) needs, nothing more."""
+
+    ok: bool
+    version: str | None = Field(default=None, description="the served index version (readyz)")
+    detail: str = ""
+
+
 class HealthResponse(BaseModel):
     ok: bool
     version: str | None

@@ -23,6 +23,7 @@ from .models import (
     AnswerResponse,
     ErrorResponse,
     HealthResponse,
+    ProbeResponse,
     ReleaseResponse,
     SearchRequest,
     SearchResponse,
@@ -126,6 +127,23 @@ def answer(body: AnswerRequest, state: State) -> dict:
         **outcome.answer.to_dict(),
         "sources": outcome.packed.render_sources(),
     }
+
+
+@operations.get("/livez", response_model=ProbeResponse)
+def livez() -> dict:
+    """Liveness: the process answers. Never depends on an index, so a pod that has not opened a
+    release yet (or lost it) is not restarted for it."""
+    return {"ok": True}
+
+
+@operations.get("/readyz", response_model=ProbeResponse, responses={503: {"model": ProbeResponse}})
+def readyz(state: State) -> JSONResponse:
+    """Readiness: a version is open and warmed (the state swaps one in only after a warm-up query)."""
+    current = state.current
+    if current is None:
+        detail = state.reload_error or "no servable index version yet"
+        return JSONResponse(status_code=503, content={"ok": False, "version": None, "detail": detail})
+    return JSONResponse(status_code=200, content={"ok": True, "version": current.version, "detail": ""})
 
 
 @operations.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})

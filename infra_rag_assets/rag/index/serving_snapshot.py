@@ -176,10 +176,14 @@ def _schema() -> pa.Schema:
 
 
 def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
+    """The snapshot manifest of ``version``; SnapshotMissing for any name that is not a built
+    version, including names of other files under serving/ (``release.json``)."""
     path = snapshot_dir(serving_root, version) / MANIFEST
     try:
+        if not path.is_file():
+            raise FileNotFoundError(path)
         raw = json.loads(path.read_text())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise SnapshotMissing(
             f"index version {version!r} has no serving snapshot (`infra-rag snapshot --version {version}` writes it)"
         ) from None
