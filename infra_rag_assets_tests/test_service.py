@@ -129,6 +129,17 @@ def test_liveness_never_needs_an_index_and_readiness_needs_a_warm_version(client
         assert empty.get("/health").status_code == 503
 
 
+def test_health_shows_no_filesystem_path(client, monkeypatch):
+    """/health is unauthenticated: an adapted model (a directory under the home) is named
+    relative to the data home, never by its absolute path."""
+    http, home = client
+    engine = http.app.state.serving.current
+    monkeypatch.setattr(engine, "model_id", str(home.root / "models" / "0123abcd" / "model"))
+    reply = http.get("/health")
+    assert str(home.root) not in reply.text and "/tmp" not in reply.text
+    assert reply.json()["checks"]["model"]["model_id"] == "models/0123abcd/model"
+
+
 def test_unexpected_errors_are_500_logged_with_traceback(client, caplog, monkeypatch):
     http, _ = client
     engine = http.app.state.serving.current

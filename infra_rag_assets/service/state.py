@@ -15,6 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..rag.operate.health import index_check, model_check, release_check
@@ -165,7 +166,9 @@ class ServingState:
             "release": release_check(self.home),
             "index": _index_check(current, self.reload_error),
             "model": (
-                model_check(current) if current else {"ok": False, "detail": "no index to check the model against"}
+                _without_paths(model_check(current), self.home)
+                if current
+                else {"ok": False, "detail": "no index to check the model against"}
             ),
             "traces": {
                 **self.sink.health(),
@@ -184,6 +187,19 @@ class ServingState:
             "version": current.version if current else None,
             "checks": checks,
         }
+
+
+def _without_paths(check: dict[str, Any], home: DataHome) -> dict[str, Any]:
+    """/health is unauthenticated: an adapted model's id is a directory, shown relative to the
+    data home (``models/<key>/model``) or by its last two parts, never as an absolute path."""
+    model_id = Path(str(check.get("model_id", "")))
+    if not model_id.is_absolute():
+        return check
+    try:
+        shown = model_id.relative_to(home.root)
+    except ValueError:
+        shown = Path(*model_id.parts[-2:])
+    return {**check, "model_id": str(shown)}
 
 
 def _index_check(engine: QueryEngine | None, reload_error: str) -> dict[str, Any]:
