@@ -28,3 +28,17 @@ def test_cli_stage_options_are_read_from_the_graph():
     assert {"abstention_calibration", "page_ranker", "domain_model"} <= set(targets())
     refused = CliRunner().invoke(main, ["build", "--from", "indexes"])  # a group, not a stage to start at
     assert refused.exit_code == 2 and "unknown stage 'indexes'" in refused.output
+
+
+def test_index_version_is_spelled_out_and_the_old_flag_still_works(tmp_path):
+    """`--index-version` names the index; `--version` on a command is a hidden alias, kept for
+    one release (the program's own `infra-rag --version` no longer collides with it)."""
+    runner = CliRunner()
+    home = str(tmp_path / "no-home")
+    assert "--index-version" in runner.invoke(main, ["release", "--help"]).output
+    assert "--version" not in runner.invoke(main, ["release", "--help"]).output
+    missing = runner.invoke(main, ["--home", home, "release"])
+    assert missing.exit_code == 2 and "Missing option '--index-version'" in missing.output
+    for flag in ("--index-version", "--version"):
+        done = runner.invoke(main, ["--home", home, "release", flag, "v-none"])
+        assert done.exit_code == 2 and "v-none has no eval_run" in done.output, done.output

@@ -39,6 +39,29 @@ def friendly_errors(fn):
     return wrapper
 
 
+def index_version_option(dest: str = "version", required: bool = False, multiple: bool = False, help: str = ""):
+    """``--index-version`` (an index version). The old spelling ``--version`` still works as a
+    hidden alias for one release, so ``infra-rag --version`` can mean the program's version."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            legacy = kwargs.pop(f"legacy_{dest}")
+            if multiple:
+                kwargs[dest] = tuple(kwargs.get(dest) or ()) + tuple(legacy or ())
+            elif kwargs.get(dest) is None:
+                kwargs[dest] = legacy
+            if required and not kwargs[dest]:
+                raise click.UsageError("Missing option '--index-version'.")
+            return fn(*args, **kwargs)
+
+        wrapper = click.option("--version", f"legacy_{dest}", hidden=True, default=None, multiple=multiple)(wrapper)
+        suffix = "" if not required else " [required]"
+        return click.option("--index-version", dest, default=None, multiple=multiple, help=help + suffix)(wrapper)
+
+    return decorate
+
+
 class StageChoice(click.Choice):
     """A choice of stages read from the asset graph when first needed (help, completion, parsing),
     so the CLI's stage lists can never drift from the graph, and ``infra-rag --help`` stays fast."""

@@ -12,7 +12,7 @@ import json
 import click
 
 from ..rag.operate.health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
-from .common import UserError, console, friendly_errors, print_rows
+from .common import UserError, console, friendly_errors, index_version_option, print_rows
 
 
 @click.command()
@@ -66,7 +66,7 @@ def _health_detail(name: str, check: dict) -> str:
 
 
 @click.command()
-@click.option("--version", default=None, help="index version to test (default: the current release)")
+@index_version_option(help="index version to test (default: the current release)")
 @click.option(
     "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)"
 )

@@ -13,7 +13,7 @@ import warnings
 import click
 
 from . import health, ops, query
-from .common import StageChoice, UserError, console, friendly_errors, out, print_rows
+from .common import StageChoice, UserError, console, friendly_errors, index_version_option, out, print_rows
 
 
 def targets() -> list[str]:
@@ -59,7 +59,7 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
 @click.option(
     "--from", "start", default=None, type=StageChoice(stage_order), help="first stage to run (earlier stages reused)"
 )
-@click.option("--version", "version", default=None, help="rebuild an existing version instead of a new one")
+@index_version_option(help="rebuild an existing version instead of a new one")
 @click.option(
     "--submit",
     is_flag=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import UserError, console, friendly_errors, out
+from .common import UserError, console, friendly_errors, index_version_option, out
 
 
 def _instance(obj):
@@ -17,7 +17,7 @@ def _instance(obj):
 
 
 @click.command("release")
-@click.option("--version", "version", required=True, help="an evaluated index version to promote")
+@index_version_option(required=True, help="an evaluated index version to promote")
 @click.pass_obj
 @friendly_errors
 def release_cmd(obj, version) -> None:
@@ -26,7 +26,7 @@ def release_cmd(obj, version) -> None:
 
     warehouse = obj["store"].data_home().warehouse()
     if not warehouse.has_rows("eval_metrics", version):
-        raise UserError(f"{version} has no eval_run: `infra-rag build --version {version} --from eval_run`")
+        raise UserError(f"{version} has no eval_run: `infra-rag build --index-version {version} --from eval_run`")
     with _instance(obj) as instance:
         result = materialize_version(
             version, ["release"], instance, obj["store"], obj["settings"], tags={"infra_rag/origin": "cli-release"}

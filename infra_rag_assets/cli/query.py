@@ -10,7 +10,7 @@ import click
 from ..rag.ingest.sources import PROJECTS
 from ..rag.search.engine import hit_record
 from ..rag.search.questions import QuestionError, clean_question, read_batch
-from .common import UserError, console, friendly_errors, out, print_rows
+from .common import UserError, console, friendly_errors, index_version_option, out, print_rows
 
 
 def _engine(obj: dict, version: str | None):
@@ -37,8 +37,8 @@ def _config_name(mode: str, config: str | None) -> str:
 @click.command()
 @click.argument("question", required=False)
 @click.option("--batch", "batch", type=str, default=None, help='JSONL of {"id","question"} (\'-\' = stdin)')
-@click.option("--k", default=10, show_default=True, type=click.IntRange(1, 100))
-@click.option("--version", default=None, help="index version (default: current release, else latest)")
+@click.option("-k", "--top-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 100))
+@index_version_option(help="index version (default: current release, else latest)")
 @click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), default="hybrid", show_default=True)
 @click.option("--config", "config", default=None, help="named retrieval config (overrides --mode)")
 @click.option("--project", default=None, help=f"filter: {', '.join(sorted(PROJECTS))}")
@@ -122,9 +122,9 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 
 @click.command()
 @click.argument("question")
-@click.option("--version", default=None)
+@index_version_option(help="index version (default: current release, else latest)")
 @click.option("--config", "config", default=None, help="named retrieval config")
-@click.option("--k", default=6, show_default=True, type=click.IntRange(1, 50))
+@click.option("-k", "--top-k", "--k", "k", default=6, show_default=True, type=click.IntRange(1, 50))
 @click.option("--offline", is_flag=True, help="use the extractive answerer even if ANTHROPIC_API_KEY is set")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
@@ -234,7 +234,7 @@ def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
 
 
 @click.command()
-@click.option("--version", "versions", multiple=True, help="index version (repeatable; default: every built one)")
+@index_version_option("versions", multiple=True, help="index version (repeatable; default: every built one)")
 @click.pass_obj
 @friendly_errors
 def snapshot(obj, versions) -> None:

@@ -82,7 +82,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     if missing:  # one line instead of the search library's "table ... was not found" trace
         raise dg.Failure(
             f"index version {version} has no {' or '.join(missing)} yet: build it first "
-            f"(`infra-rag build --version {version} --through indexes`)"
+            f"(`infra-rag build --index-version {version} --through indexes`)"
         )
     warehouse, engine, plan = home.warehouse(), QueryEngine(home, version), config.plan()
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that

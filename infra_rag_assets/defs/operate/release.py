@@ -30,7 +30,7 @@ def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
 def _refuse_unless_approved(store: DataHomeResource, version: str) -> None:
     warehouse = store.data_home().warehouse()
     if not warehouse.has_rows("eval_metrics", version):
-        raise dg.Failure(f"{version} has no eval_run: run `infra-rag build --version {version} --from eval_run`")
+        raise dg.Failure(f"{version} has no eval_run: run `infra-rag build --index-version {version} --from eval_run`")
     blocking = [o for o in gate_outcomes(store, version) if o.blocking]
     if blocking:  # eval_run's blocking check already stops this; kept for manual launches
         raise dg.Failure(f"{version} fails critical gates: {', '.join(o.gate.name for o in blocking)}")

@@ -185,7 +185,8 @@ def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
         raw = json.loads(path.read_text())
     except (FileNotFoundError, NotADirectoryError):
         raise SnapshotMissing(
-            f"index version {version!r} has no serving snapshot (`infra-rag snapshot --version {version}` writes it)"
+            f"index version {version!r} has no serving snapshot "
+            f"(`infra-rag snapshot --index-version {version}` writes it)"
         ) from None
     return SnapshotManifest(**raw)
 
