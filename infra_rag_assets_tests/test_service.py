@@ -95,6 +95,25 @@ def test_bad_inputs_get_exact_status_and_a_safe_error_body(client, payload, stat
     assert http.post("/search", json={"question": "What is a Pod?", "k": 1}).status_code == 200
 
 
+def test_a_chunked_body_over_the_limit_is_413_not_a_json_error(client):
+    http, _ = client
+
+    def chunks(total: int):
+        piece = b'{"question": "' + b"x" * 8192
+        yield piece
+        for _ in range(total // 8192):
+            yield b"x" * 8192
+
+    reply = http.post("/search", content=chunks(80 * 1024), headers={"content-type": "application/json"})
+    assert reply.status_code == 413 and reply.json()["error"]["type"] == "body_too_large"
+    small = http.post(
+        "/search",
+        content=iter([b'{"question": "What is a Pod?",', b' "k": 1}']),
+        headers={"content-type": "application/json"},
+    )
+    assert small.status_code == 200 and len(small.json()["hits"]) == 1  # a chunked body under the limit is read whole
+
+
 def test_unknown_version_is_404_and_traced(client):
     http, home = client
     missing = http.post("/search", json={"question": "ok", "version": "nope"})

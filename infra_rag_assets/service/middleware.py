@@ -34,12 +34,11 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """413 for bodies over ``max_bytes``, by Content-Length or by counting a streamed body."""
+    """413 for bodies over ``max_bytes``, by Content-Length or by counting a streamed (chunked)
+    body, and the whole body read before the app sees the request: so a request counts against
+    the in-flight bound (``InflightLimit``, inside this one) only once its body has arrived, and
+    an oversized chunked body is refused here instead of surfacing as a JSON error."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -50,27 +49,27 @@ class BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             return await self._refuse(send)
-        seen, started = 0, False
-
-        async def counting_receive() -> dict:
-            nonlocal seen
+        chunks, seen = [], 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
+            if message["type"] == "http.disconnect":
+                return  # the client left before its body arrived: nothing to answer
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                return await self._refuse(send)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body, delivered = b"".join(chunks), False
 
-        async def tracking_send(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        async def replay() -> dict:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect notice, as the server sends it
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         await send_error(send, 413, "body_too_large", f"request body over {self.max_bytes} bytes")
