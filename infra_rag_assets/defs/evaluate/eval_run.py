@@ -132,11 +132,6 @@ def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.Da
     }
 
 
-def gate_outcomes(store: DataHomeResource, version: str) -> list:
-    """The version's gate outcomes (eval/gates.yaml, or INFRA_RAG_GATES) against the current release."""
-    return eval_tables.gate_outcomes(store.data_home().warehouse(), version)
-
-
 def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
     chosen = [o for o in outcomes if o.gate.severity == severity]
     failed = [o for o in chosen if not o.passed]
@@ -158,7 +153,7 @@ def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
     "release). Blocking: a failing candidate cannot materialize release.",
 )
 def critical_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
-    return _gate_result(gate_outcomes(store, context.partition_key), "critical")
+    return _gate_result(eval_tables.gate_outcomes(store.data_home().warehouse(), context.partition_key), "critical")
 
 
 @dg.asset_check(
@@ -167,4 +162,4 @@ def critical_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResour
     description="Warning gates of eval/gates.yaml: reported, never blocking.",
 )
 def warning_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
-    return _gate_result(gate_outcomes(store, context.partition_key), "warning")
+    return _gate_result(eval_tables.gate_outcomes(store.data_home().warehouse(), context.partition_key), "warning")

@@ -14,9 +14,8 @@ from datetime import UTC, timedelta
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.eval_tables import headline, metric_table_for
+from ...rag.evaluate.eval_tables import gate_outcomes, headline, metric_table_for
 from ...rag.operate import releases
-from ..evaluate.eval_run import gate_outcomes
 from ..lineage import UPSTREAM, lineage_table, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
@@ -31,7 +30,7 @@ def _refuse_unless_approved(store: DataHomeResource, version: str) -> None:
     warehouse = store.data_home().warehouse()
     if not warehouse.has_rows("eval_metrics", version):
         raise dg.Failure(f"{version} has no eval_run: run `infra-rag build --index-version {version} --from eval_run`")
-    blocking = [o for o in gate_outcomes(store, version) if o.blocking]
+    blocking = [o for o in gate_outcomes(store.data_home().warehouse(), version) if o.blocking]
     if blocking:  # eval_run's blocking check already stops this; kept for manual launches
         raise dg.Failure(f"{version} fails critical gates: {', '.join(o.gate.name for o in blocking)}")
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..operate.files import fsync_tree, swap_into_place, write_json
+from ..operate.home import checked_name
 
 MANIFEST = "manifest.json"
 CATALOG = "catalog.parquet"
@@ -73,9 +74,7 @@ class SnapshotManifest:
 
 
 def snapshot_dir(serving_root: Path, version: str) -> Path:
-    if not version or "/" in version or version.startswith("."):
-        raise ValueError(f"not an index version name: {version!r}")
-    return Path(serving_root) / version
+    return Path(serving_root) / checked_name(version, "an index version")
 
 
 def write_snapshot(
@@ -180,10 +179,8 @@ def read_manifest(serving_root: Path, version: str) -> SnapshotManifest:
     version, including names of other files under serving/ (``release.json``)."""
     path = snapshot_dir(serving_root, version) / MANIFEST
     try:
-        if not path.is_file():
-            raise FileNotFoundError(path)
         raw = json.loads(path.read_text())
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: a file named like a version
         raise SnapshotMissing(
             f"index version {version!r} has no serving snapshot "
             f"(`infra-rag snapshot --index-version {version}` writes it)"

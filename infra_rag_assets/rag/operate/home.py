@@ -73,6 +73,13 @@ class DataHome:
         return ContentCache(self.root / CACHE_KINDS[kind])
 
 
+def checked_name(name: str, what: str) -> str:
+    """``name`` if it names one entry inside its folder (no separator, not hidden, not empty)."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"not {what} name: {name!r}")
+    return name
+
+
 # kind -> folder under the data home. An entry is a file or a folder named by its content key:
 # the hash of everything it was computed from, so an unchanged input finds it again.
 CACHE_KINDS = {
@@ -92,9 +99,7 @@ class ContentCache:
 
     def path(self, key: str) -> Path:
         """Where the entry ``key`` lives (whether or not it exists yet)."""
-        if not key or "/" in key or key.startswith("."):
-            raise ValueError(f"not a cache key: {key!r}")
-        return self.root / key
+        return self.root / checked_name(key, "a cache key")
 
     def get(self, key: str) -> Path | None:
         """The stored entry ``key``, or None."""
@@ -117,8 +122,7 @@ class VersionPaths:
     name: str
 
     def __post_init__(self) -> None:
-        if not self.name or "/" in self.name or self.name.startswith("."):
-            raise ValueError(f"not an index version name: {self.name!r}")
+        checked_name(self.name, "an index version")
 
     @property
     def tantivy(self) -> Path:

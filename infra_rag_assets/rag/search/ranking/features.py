@@ -40,8 +40,6 @@ from functools import lru_cache
 import numpy as np
 
 from ...index.analysis import prose_terms
-
-# FusionSettings and hybrid_page_scores are importable from here as before; they live in fusion.py.
 from ..fusion import FusionSettings, Ranking, best_per_page, hybrid_page_scores, minmax
 from ..retrieval_settings import HYBRID_PAGE
 
