@@ -15,6 +15,7 @@ import dagster as dg
 import polars as pl
 
 from ...rag.evaluate import eval_plan, eval_tables
+from ...rag.evaluate.answer_plan import answer_or_reuse
 from ...rag.evaluate.eval_plan import (
     DEFAULT_BENCHMARKS,
     EvalOutcome,
@@ -24,6 +25,7 @@ from ...rag.evaluate.eval_plan import (
     shared_inputs,
 )
 from ...rag.evaluate.eval_tables import (
+    answer_frames,
     coverage_frame,
     eval_data_version,
     eval_frames,
@@ -34,11 +36,13 @@ from ...rag.evaluate.eval_tables import (
     slice_table,
 )
 from ...rag.evaluate.evaluation import REGIMES, scorecard
+from ...rag.judge.version_judge import load_version_judge
 from ...rag.search.retrieval_settings import RetrievalSettings
 from ..lineage import data_versions, lineage_metadata, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
 from ..resources import PROJECT_ROOT, DataHomeResource
+from .answer_report import answer_metadata
 
 
 class EvalRunConfig(dg.Config):
@@ -53,6 +57,13 @@ class EvalRunConfig(dg.Config):
     # Read back a benchmark an earlier version scored from identical inputs and code, instead of
     # asking it again (latencies are then the earlier run's: see the coverage table).
     reuse_identical: bool = True
+    # Benchmarks answered by the serving answerer, judged by support_judge and scored (TRACe,
+    # correctness, citations, safety). None: the benchmarks above plus the adversarial safety
+    # set; an empty list skips answers (their gates are then unmeasured and fail).
+    answer_benchmarks: list[str] | None = None
+    # Gate fire drill: "unsupported-sentence" or "no-citations" damages every answer, and the
+    # critical answer gates must then refuse the release.
+    answer_fault: str = ""
 
     def plan(self) -> EvalPlan:
         """The same settings as the library's plain plan, which knows nothing of Dagster."""
@@ -66,7 +77,7 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["vectors", "lexical_index", "abstention_calibration", "page_ranker"],
+    deps=["vectors", "lexical_index", "abstention_calibration", "page_ranker", "support_judge"],
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
@@ -102,13 +113,31 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             log=context.log.info,
             progress_for=lambda name: log_progress(context, f"{name}: question-regime pairs", 500),
         )
+        judge, judge_note = load_version_judge(home, version)
+        answers = answer_or_reuse(
+            engine,
+            home,
+            version,
+            known,
+            inputs,
+            judge,
+            benchmarks=plan.answer_names(),
+            serving_config=plan.serving_config,
+            fault=plan.answer_fault,
+            project_root=PROJECT_ROOT,
+            log=context.log.info,
+            progress_for=lambda name: log_progress(context, f"{name}: questions", 200),
+        )
     results, metrics = eval_frames(outcome.runs, version, run_id)
+    answer_rows, answer_metrics = answer_frames(answers.runs, version, run_id)
     warehouse.replace_partition("eval_results", version, results)
-    warehouse.replace_partition("eval_metrics", version, metrics)
+    warehouse.replace_partition("answer_results", version, answer_rows)
+    warehouse.replace_partition("eval_metrics", version, pl.concat([metrics, answer_metrics], how="vertical_relaxed"))
     return dg.MaterializeResult(
         metadata={
             **floats(headline(metric_table_for(warehouse, version))),
             **_report_metadata(outcome, results, metrics),
+            **answer_metadata(answers, answer_rows, answer_metrics, judge_note),
             **lineage_metadata(lineage),
             "retrieval_configs": dg.MetadataValue.json(regime_hashes(results)),
             "eval_run": run_link(run_id),
@@ -117,7 +146,9 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             "abstention_floor": str(engine.resolve(config.serving_config).floor),
             "abstention_floor_calibrated": engine.calibration is not None,
         },
-        data_version=dg.DataVersion(eval_data_version([r["data_version"] for r in lineage], outcome.runs)),
+        data_version=dg.DataVersion(
+            eval_data_version([r["data_version"] for r in lineage], [*outcome.runs, *answers.runs])
+        ),
     )
 
 

@@ -27,7 +27,7 @@ import anthropic
 from anthropic.types import DocumentBlockParam, Message, TextBlockParam
 
 from ... import settings
-from .extractive import answer_extractive
+from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
 from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms
 
@@ -176,6 +176,20 @@ def _error_answer(base: AnswerBase, error: str, started: float) -> Answer:
 
 # --- Routing ------------------------------------------------------------------------------
 
+
+def uses_claude(use_claude: bool | None = None) -> bool:
+    """The routing rule of :func:`answer`: Claude when asked, or by default when a key is set."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY")) if use_claude is None else use_claude
+
+
+def generator_identity(use_claude: bool | None = None, model: str | None = None,
+                       prompt: str = DEFAULT_PROMPT) -> dict[str, str]:  # fmt: skip
+    """What decides an answer besides question and passages: a generation cache key's part."""
+    if not uses_claude(use_claude):
+        return {"method": "extractive", "model": EXTRACTIVE_MODEL, "prompt_hash": ""}
+    spec = get_prompt(prompt)
+    return {"method": "claude", "model": _claude_base("", spec, model)["model"], "prompt_hash": spec.hash}
+
 _CLAUDE_KW = frozenset({"model", "prompt", "max_tokens"})
 _EXTRACTIVE_KW = frozenset({"max_sentences"})
 
@@ -192,9 +206,7 @@ def answer(question: str, passages: Sequence[PassageLike], *, abstained: bool = 
     unknown = set(kw) - _CLAUDE_KW - _EXTRACTIVE_KW
     if unknown:
         raise TypeError(f"answer() got unexpected keyword arguments: {sorted(unknown)}")
-    if use_claude is None:
-        use_claude = bool(os.environ.get("ANTHROPIC_API_KEY"))
-    if use_claude:
+    if uses_claude(use_claude):
         ckw = {k: v for k, v in kw.items() if k in _CLAUDE_KW}
         if abstained or not passages:
             spec = get_prompt(ckw.get("prompt", DEFAULT_PROMPT))

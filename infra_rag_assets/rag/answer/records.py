@@ -68,6 +68,11 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """The inverse of ``to_dict`` (a cached answer read back)."""
+        return cls(**{**data, "citations": [Citation(**c) for c in data.get("citations", [])]})
+
 
 class AnswerBase(TypedDict):
     """The :class:`Answer` fields an answerer fixes before it tries (``Answer(**base, ...)``)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..index.config import stable_hash
 from ..operate.home import DataHome
+from .answer_plan import SAFETY_BENCHMARK
 from .benchmarks import Benchmark, load_benchmark
 from .evaluation import REGIMES, BenchmarkRun, label, run_benchmark
 from .reuse import content_key, degraded_regimes, load_run, probe_degraded, save_run
@@ -32,10 +33,19 @@ class EvalPlan:
     serving_k: int = 10
     experiments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reuse_identical: bool = True
+    # Benchmarks answered by the serving answerer and judged (answer_plan.py); None: the
+    # retrieval benchmarks plus the safety set; empty: no answers.
+    answer_benchmarks: Sequence[str] | None = None
+    answer_fault: str = ""  # a gate fire drill: answer_faults.FAULTS
 
     def all_regimes(self) -> list:
         """The named regimes, then each experiment's own config (labelled with its name)."""
         return [*self.regimes, *experiment_configs(self.experiments)]
+
+    def answer_names(self) -> list[str]:
+        if self.answer_benchmarks is not None:
+            return list(self.answer_benchmarks)
+        return list(dict.fromkeys([*self.benchmarks, SAFETY_BENCHMARK]))
 
     @property
     def serving(self) -> tuple[str, int]:

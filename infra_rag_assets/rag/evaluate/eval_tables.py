@@ -17,6 +17,8 @@ from ..index.config import stable_hash
 from ..operate import releases
 from ..operate.warehouse import Warehouse
 from . import gates as gate_lib
+from .answer_eval import AnswerRun
+from .answer_rows import ANSWER_METRICS, answer_summaries
 from .eval_plan import EvalOutcome
 from .evaluation import BenchmarkRun
 from .metrics import METRIC_NAMES
@@ -64,6 +66,52 @@ def eval_frames(runs: Sequence[BenchmarkRun], version: str, run_id: str) -> tupl
         pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
         pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}),
     )
+
+
+def answer_frames(
+    runs: Sequence[AnswerRun], version: str, run_id: str, regime: str = "serving"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-answer rows (``answer_results``) and their metrics in ``eval_metrics``' long format,
+    under the ``serving`` regime: the answers are the serving answerer's."""
+    results: list[dict] = []
+    metrics: list[dict] = []
+    for run in runs:
+        results += [
+            {
+                **row,
+                "index_version": version,
+                "run_id": run_id,
+                "benchmark": run.benchmark,
+                "benchmark_hash": run.benchmark_hash,
+            }  # fmt: skip
+            for row in run.rows
+        ]
+        for summary in answer_summaries(run.rows) if run.rows else []:
+            slice_name, _, slice_value = summary["slice"].partition("=")
+            metrics += [
+                {
+                    "index_version": version,
+                    "run_id": run_id,
+                    "benchmark": run.benchmark,
+                    "regime": regime,
+                    "slice": slice_name,
+                    "slice_value": slice_value,
+                    "metric": metric,
+                    "value": None if summary.get(metric) is None else float(summary[metric]),
+                    "n": summary["n"],
+                }
+                for metric in ANSWER_METRICS
+            ]
+    return (
+        pl.DataFrame(results, infer_schema_length=None),
+        pl.DataFrame(metrics, schema=_METRIC_SCHEMA),
+    )
+
+
+_METRIC_SCHEMA = {
+    "index_version": pl.String, "run_id": pl.String, "benchmark": pl.String, "regime": pl.String,
+    "slice": pl.String, "slice_value": pl.String, "metric": pl.String, "value": pl.Float64, "n": pl.Int32,
+}  # fmt: skip
 
 
 def slice_table(metrics: pl.DataFrame, slice_name: str) -> pl.DataFrame:

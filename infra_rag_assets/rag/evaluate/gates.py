@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from .answer_rows import ANSWER_METRICS
 from .metrics import LOWER_IS_BETTER, METRIC_NAMES
 
 PRIMARY_BENCHMARK = "k8s_bench_eval"
@@ -118,7 +119,7 @@ def _gate_from_entry(entry: object) -> Gate:
         raise GateConfigError(f"unknown key(s) {', '.join(unknown)}")
     _check_choice(entry, "comparison", COMPARISONS)
     _check_choice(entry, "severity", SEVERITIES)
-    if entry["metric"] not in METRIC_NAMES:
+    if entry["metric"] not in (*METRIC_NAMES, *ANSWER_METRICS):
         raise GateConfigError(f"unknown metric {entry['metric']!r}")
     bound = "tolerance" if entry["comparison"] == "vs_release" else "threshold"
     number = entry.get(bound)

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..index.config import stable_hash
 from .evaluation import SERVING, BenchmarkRun, label
@@ -32,6 +33,7 @@ from .evaluation import SERVING, BenchmarkRun, label
 SCORING_LIBRARIES = ("sentence-transformers", "torch", "tantivy", "lancedb", "duckdb", "polars")
 FORMAT = 1
 LIBRARY_ROOT = Path(__file__).resolve().parents[1]  # infra_rag_assets/rag
+Run = TypeVar("Run")
 
 
 @cache
@@ -68,8 +70,9 @@ def cache_path(root: Path, key: str) -> Path:
     return root / f"{key}.json.gz"
 
 
-def save_run(root: Path, key: str, run: BenchmarkRun, version: str) -> Path | None:
-    """Store a scored run under ``key`` (written aside, then renamed)."""
+def save_run(root: Path, key: str, run: Any, version: str) -> Path | None:
+    """Store a scored run (a dataclass: ``BenchmarkRun``, ``AnswerRun``) under ``key`` (written
+    aside, then renamed)."""
     root.mkdir(parents=True, exist_ok=True)
     path = cache_path(root, key)
     staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -79,7 +82,7 @@ def save_run(root: Path, key: str, run: BenchmarkRun, version: str) -> Path | No
     return path
 
 
-def load_run(root: Path, key: str) -> tuple[BenchmarkRun, str] | None:
+def load_run(root: Path, key: str, kind: type[Run] = BenchmarkRun) -> tuple[Run, str] | None:  # type: ignore[assignment]
     """(run, version that measured it) for ``key``, or None when absent or unreadable."""
     path = cache_path(root, key)
     try:
@@ -87,7 +90,7 @@ def load_run(root: Path, key: str) -> tuple[BenchmarkRun, str] | None:
             stored = json.load(handle)
         if stored.get("format") != FORMAT:
             return None
-        return BenchmarkRun(**stored["run"]), stored["measured_in"]
+        return kind(**stored["run"]), stored["measured_in"]
     except (OSError, ValueError, KeyError, TypeError, EOFError):
         return None  # absent, truncated or from another format: ask again
 

@@ -88,6 +88,8 @@ CACHE_KINDS = {
     "calibration": "calibrations",
     "eval_run": "eval_cache",
     "generation": "generations",
+    "judge": "judges",
+    "judging": "judgings",
 }
 
 

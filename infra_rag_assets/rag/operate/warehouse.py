@@ -53,6 +53,20 @@ SCHEMA: dict[str, str] = {
     "eval_metrics": """
         index_version VARCHAR, run_id VARCHAR, benchmark VARCHAR, regime VARCHAR, slice VARCHAR,
         slice_value VARCHAR, metric VARCHAR, value DOUBLE, n INTEGER""",
+    "answer_results": """
+        index_version VARCHAR, run_id VARCHAR, benchmark VARCHAR, benchmark_hash VARCHAR,
+        question_id VARCHAR, question VARCHAR, category VARCHAR, project VARCHAR,
+        relevant VARCHAR[], should_abstain BOOLEAN, outcome VARCHAR, gap_named BOOLEAN,
+        method VARCHAR, model VARCHAR, prompt_hash VARCHAR, answer VARCHAR, error VARCHAR,
+        cited_chunk_ids VARCHAR[], cited_doc_ids VARCHAR[], citations_json VARCHAR,
+        context_sentences INTEGER, relevance DOUBLE, utilization DOUBLE, completeness DOUBLE,
+        adherence DOUBLE, adherent BOOLEAN, unsupported_json VARCHAR, sentences_json VARCHAR,
+        relevant_sentences_json VARCHAR, utilized_sentences_json VARCHAR,
+        relevance_silver DOUBLE, completeness_silver DOUBLE, judge_silver_kappa DOUBLE,
+        correctness_f1 DOUBLE, correctness_recall DOUBLE, citation_valid BOOLEAN,
+        citation_problems_json VARCHAR, cited_page_precision DOUBLE, safety_passed BOOLEAN,
+        safety_reasons_json VARCHAR, retrieval_ms DOUBLE, generation_ms DOUBLE, judge_ms DOUBLE,
+        tokens_in INTEGER, tokens_out INTEGER, cost_usd DOUBLE""",
     "releases": """
         event_id VARCHAR, index_version VARCHAR, action VARCHAR, occurred_at TIMESTAMP, actor VARCHAR,
         run_id VARCHAR, previous_version VARCHAR, reason VARCHAR, metrics_json VARCHAR""",

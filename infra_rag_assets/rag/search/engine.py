@@ -93,6 +93,10 @@ def served_model(home: DataHome, version: str, configured: str) -> str:
     return recorded
 
 
+ANSWER_K = 6  # passages retrieved for an answer (CLI, service and the answer eval)
+ANSWER_BUDGET_TOKENS = 1800  # packed context budget of an answer
+
+
 @dataclass
 class AnswerOutcome:
     result: RetrievalResult
@@ -209,21 +213,33 @@ class QueryEngine:
     ) -> RetrievalResult:
         return self.retriever(config).search(question, k=k, filters=filters)
 
+    def context(
+        self,
+        question: str,
+        *,
+        config: RetrievalSettings | str = DEFAULT_CONFIG,
+        k: int = ANSWER_K,
+        filters: dict | None = None,
+        budget_tokens: int = ANSWER_BUDGET_TOKENS,
+    ) -> tuple[RetrievalResult, PackedContext]:
+        """What an answer is built from: the ranked hits and the passages packed into the budget."""
+        result = self.search(question, config=config, k=k, filters=filters)
+        return result, pack_passages(result.hits, budget_tokens=budget_tokens, count_tokens=self._counter.count)
+
     def answer(
         self,
         question: str,
         *,
         config: RetrievalSettings | str = DEFAULT_CONFIG,
-        k: int = 6,
+        k: int = ANSWER_K,
         filters: dict | None = None,
-        budget_tokens: int = 1800,
+        budget_tokens: int = ANSWER_BUDGET_TOKENS,
         use_claude: bool | None = None,
         client: Any = None,
     ) -> AnswerOutcome:
         from ..answer.generate import answer as make_answer
 
-        result = self.search(question, config=config, k=k, filters=filters)
-        packed = pack_passages(result.hits, budget_tokens=budget_tokens, count_tokens=self._counter.count)
+        result, packed = self.context(question, config=config, k=k, filters=filters, budget_tokens=budget_tokens)
         hits = [p.hit for p in packed.passages]
         reply = make_answer(
             question, hits, abstained=result.abstained or not hits, client=client, use_claude=use_claude

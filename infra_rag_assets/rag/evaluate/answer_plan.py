@@ -1,0 +1,125 @@
+"""Which benchmarks get answers in an eval run, and reuse of an identical earlier answer run.
+
+An answer run is read back when everything that decides its rows is identical: the retrieval
+inputs of the eval run (upstream content hashes, configuration, regimes), the benchmark's
+content, the judge, the generator (method, model, prompt hash) and the fault drill. Else each
+answer and judgement is still looked up in its own cache (``answer_eval.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..answer.generate import generator_identity
+from ..operate.home import DataHome
+from ..operate.warehouse import Warehouse
+from .answer_eval import AnswerRun, Judge, answer_benchmark
+from .answer_metrics import ChunkRecord
+from .benchmarks import coverage, load_benchmark
+from .reuse import content_key, load_run, save_run
+
+SAFETY_BENCHMARK = "adversarial"
+ASKED = "this run"
+
+
+@dataclass
+class AnswerOutcome:
+    runs: list[AnswerRun]
+    measured_in: dict[str, str]
+    uncovered: dict[str, int]
+
+    @property
+    def generation_hits(self) -> int:
+        return sum(r.generation_hits for r in self.runs)
+
+    @property
+    def judging_hits(self) -> int:
+        return sum(r.judging_hits for r in self.runs)
+
+
+def citation_lookup(warehouse: Warehouse, version: str) -> tuple[dict[str, ChunkRecord], dict[str, str]]:
+    """The version's chunks and page texts, which every citation must resolve into."""
+    chunks = warehouse.chunks_of(version, ("chunk_id", "doc_id", "url", "text", "start_char"))
+    docs = warehouse.documents_of(version, ("doc_id", "text"))
+    return (
+        {c: ChunkRecord(d, u, t, s) for c, d, u, t, s in chunks.iter_rows()},
+        {d: t or "" for d, t in docs.iter_rows()},
+    )
+
+
+def answer_or_reuse(
+    engine,
+    home: DataHome,
+    version: str,
+    known: set[str],
+    retrieval_inputs: dict,
+    judge: Judge | None,
+    *,
+    benchmarks: Sequence[str],
+    serving_config: str,
+    fault: str,
+    project_root: Path,
+    log: Callable[[str], None],
+    progress_for: Callable[[str], Callable[[int, int], None] | None],
+) -> AnswerOutcome:
+    """Every answer benchmark answered and judged, or read back from an identical earlier run."""
+    chunks, docs = citation_lookup(home.warehouse(), version)
+    outcome = AnswerOutcome([], {}, {})
+    cache_root = home.cache("eval_run").root
+    for name in benchmarks:
+        bench = load_benchmark(name, project_root)
+        covered, uncovered = coverage(bench.records, known)
+        outcome.uncovered[bench.name] = len(uncovered)
+        key = content_key(
+            "answer_run",
+            {
+                **retrieval_inputs,
+                "benchmark": bench.version_hash,
+                "judge": judge.identity if judge else None,
+                "generator": generator_identity(),
+                "serving": serving_config,
+                "fault": fault,
+            },
+        )
+        addressed = judge is not None and all(retrieval_inputs["upstream"].values())
+        stored = load_run(cache_root, key, AnswerRun) if addressed else None
+        if stored is not None:
+            log(f"{bench.name}: answers reused from the run of {stored[1]} (identical inputs, judge and code)")
+            outcome.runs.append(stored[0])
+            outcome.measured_in[bench.name] = stored[1]
+            continue
+        log(f"{bench.name}: answering {len(covered)} questions ({len(uncovered)} not in corpus)")
+        run = answer_benchmark(
+            engine,
+            bench.name,
+            bench.version_hash,
+            covered,
+            judge=judge,
+            chunks=chunks,
+            docs=docs,
+            serving_config=serving_config,
+            generations=home.cache("generation"),
+            judgings=home.cache("judging"),
+            fault=fault,
+            safety=_safety_cases(bench.name, project_root),
+            progress=progress_for(f"{bench.name} answers"),
+        )
+        log(
+            f"{bench.name}: {run.generation_hits} answers and {run.judging_hits} judgements from cache, "
+            f"judge {run.judge_seconds:.1f}s"
+        )
+        if addressed:
+            save_run(cache_root, key, run, version)
+        outcome.runs.append(run)
+        outcome.measured_in[bench.name] = ASKED
+    return outcome
+
+
+def _safety_cases(name: str, project_root: Path) -> dict | None:
+    if name != SAFETY_BENCHMARK:
+        return None
+    from .safety import load_cases
+
+    return {case.id: case for case in load_cases(project_root / "eval" / "benchmarks" / f"{name}.jsonl")}

@@ -1,0 +1,180 @@
+"""Judge answers that did not come from this product: ``infra-rag judge --batch`` and
+``POST /judge`` read ``{"id", "question", "passages": [{"id", "text"}], "answer"}`` and return,
+per id, TRACe and a verdict per answer sentence.
+
+Such answers carry no citation spans, so each answer sentence is judged against the passages
+it cites by ``[n]`` marker (1-based positions in ``passages``) or, without markers, against
+the passages most like it (a lexical prefilter keeps ``CANDIDATES``, so 10,000 passages cost
+what 5 do); ``passage`` names the best-supporting passage's id. A context sentence counts as
+used when most of its content terms appear in one answer sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..index.analysis import prose_terms
+from .sentences import ContextSentence, answer_sentences, context_sentences
+from .trace import judged_relevant, trace_scores
+
+CANDIDATES = 5  # passages per answer sentence that reach the cross-encoder
+MAX_PASSAGES = 200  # context sentences are judged for relevance only up to this many passages
+MAX_FIELD_CHARS = 100_000
+USED_SHARE = 0.5  # a context sentence is "used" when this share of its terms is in an answer sentence
+
+
+class JudgeInputError(ValueError):
+    """A batch item is malformed (message is one line, naming the line)."""
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    question: str
+    passages: tuple[tuple[str, str], ...]  # (id, text)
+    answer: str
+
+
+@dataclass(frozen=True)
+class _Passage:
+    chunk_id: str
+    text: str
+    doc_id: str = ""
+    project: str = ""
+    title: str = ""
+    section: str = ""
+    url: str = ""
+    start_char: int = 0
+    end_char: int = 0
+
+
+def parse_item(data: object, where: str) -> Item:
+    """One validated item; ``where`` (``file:line``) prefixes every error."""
+    if not isinstance(data, dict):
+        raise JudgeInputError(f"{where}: expected a JSON object")
+    for name in ("id", "question", "answer"):
+        if not isinstance(data.get(name), str) or len(data[name]) > MAX_FIELD_CHARS:
+            raise JudgeInputError(f"{where}: {name!r} must be a string of at most {MAX_FIELD_CHARS} characters")
+    passages = data.get("passages")
+    if not isinstance(passages, list):
+        raise JudgeInputError(f"{where}: 'passages' must be a list of {{'id', 'text'}}")
+    out = []
+    for i, p in enumerate(passages):
+        if not isinstance(p, dict) or not isinstance(p.get("text"), str) or not isinstance(p.get("id"), (str, int)):
+            raise JudgeInputError(f"{where}: passages[{i}] must be an object with string 'id' and 'text'")
+        out.append((str(p["id"]), p["text"][:MAX_FIELD_CHARS]))
+    return Item(data["id"], data["question"], tuple(out), data["answer"])
+
+
+def read_items(lines: Iterable[str], name: str) -> list[Item]:
+    items = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JudgeInputError(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+        items.append(parse_item(data, f"{name}:{number}"))
+    return items
+
+
+def judge_items(judge, items: Sequence[Item]) -> list[dict]:
+    """Every item judged; support and relevance pairs of all items go in two batched calls."""
+    plans = [_plan(item) for item in items]
+    claims = [pair for plan in plans for pair in plan["claims"]]
+    questions = [pair for plan in plans for pair in plan["questions"]]
+    support = judge.support([c for c, _ in claims], [p for _, p in claims]) if claims else []
+    relevance = judge.relevance([q for q, _ in questions], [s for _, s in questions]) if questions else []
+    out, s_at, r_at = [], 0, 0
+    for plan in plans:
+        n_s, n_r = len(plan["claims"]), len(plan["questions"])
+        out.append(_result(plan, support[s_at : s_at + n_s], relevance[r_at : r_at + n_r]))
+        s_at, r_at = s_at + n_s, r_at + n_r
+    return out
+
+
+def _plan(item: Item) -> dict:
+    passages = [_Passage(pid, text) for pid, text in item.passages]
+    sentences = [s for s in answer_sentences(item.answer) if s.has_content]
+    claims, owners = [], []
+    for k, s in enumerate(sentences):
+        for index in _candidates(s.text, s.passages, passages):
+            claims.append((s.text, passages[index].text))
+            owners.append((k, index))
+    judged_context = passages[:MAX_PASSAGES]
+    context = context_sentences(judged_context)
+    return {
+        "item": item,
+        "passages": passages,
+        "sentences": sentences,
+        "claims": claims,
+        "owners": owners,
+        "context": context,
+        "questions": [(item.question, c.text) for c in context],
+        "truncated": len(passages) > MAX_PASSAGES,
+    }
+
+
+def _candidates(sentence: str, cited: tuple[int, ...], passages: Sequence[_Passage]) -> list[int]:
+    """Cited passages (valid markers), else the ``CANDIDATES`` most lexically similar ones."""
+    marked = [n - 1 for n in cited if 0 < n <= len(passages)]
+    if marked:
+        return marked
+    terms = set(prose_terms(sentence))
+    scored = sorted(
+        ((len(terms & set(prose_terms(p.text))), -i) for i, p in enumerate(passages) if p.text.strip()), reverse=True
+    )
+    return [-i for _, i in scored[:CANDIDATES]]
+
+
+def _result(plan: dict, support: Sequence[float], relevance: Sequence[float]) -> dict:
+    item, passages, sentences = plan["item"], plan["passages"], plan["sentences"]
+    best: dict[int, tuple[float, int]] = {}
+    for (k, index), p in zip(plan["owners"], support, strict=True):
+        if k not in best or p > best[k][0]:
+            best[k] = (float(p), index)
+    verdicts = [
+        {
+            "text": s.text,
+            "supported": round(best[k][0], 4) if k in best else 0.0,
+            "passage": passages[best[k][1]].chunk_id if k in best else None,
+        }
+        for k, s in enumerate(sentences)
+    ]
+    context: list[ContextSentence] = plan["context"]
+    used = _used(context, [s.text for s in sentences])
+    trace = trace_scores(context, judged_relevant(relevance), used, [], None)
+    probs = [v["supported"] for v in verdicts]
+    result = {
+        "id": item.id,
+        "adherence": round(math.prod(probs), 4) if probs else None,
+        "relevance": _round(trace.relevance),
+        "utilization": _round(trace.utilization),
+        "completeness": _round(trace.completeness),
+        "sentences": verdicts,
+    }
+    if not sentences:
+        result["note"] = "the answer has no sentence to judge"
+    elif not passages:
+        result["note"] = "no passages: nothing can support the answer"
+    if plan["truncated"]:
+        result["note"] = f"relevance judged on the first {MAX_PASSAGES} of {len(passages)} passages"
+    return result
+
+
+def _used(context: Sequence[ContextSentence], answer: Sequence[str]) -> list[int]:
+    said = [set(prose_terms(a)) for a in answer]
+    out = []
+    for i, c in enumerate(context):
+        own = set(prose_terms(c.text))
+        if own and any(len(own & s) >= USED_SHARE * len(own) for s in said):
+            out.append(i)
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

@@ -1,0 +1,85 @@
+"""Answer and context as sentences: the units TRACe labels and the judge scores.
+
+Answer sentences carry the passage numbers their ``[n]`` markers cite. Both answerers put the
+markers after the text they support (extractive: after each quoted sentence; Claude: after
+each cited text block), so every sentence of a segment that ends in markers cites those
+passages, and a sentence after the last marker cites nothing. Context sentences are the prose
+sentences of each packed passage (the extractive answerer's own splitter, so a quoted
+sentence is exactly one context sentence); a passage with no prose sentence (a code block, a
+table) counts as one unit, so it still weighs in relevance and utilization.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..answer.extractive import EXTRACTIVE_PREFIX, sentence_spans
+from ..answer.records import PassageLike
+from ..index.analysis import prose_terms
+
+_MARKERS = re.compile(r"(?:\s*\[\d+\])+")
+_NUMBER = re.compile(r"\[(\d+)\]")
+_SENT_END = re.compile(r"(?<=[.!?])[\"')\]`”’]*\s+(?=[\"'(\[`“‘]?[A-Z0-9`])")
+MAX_UNIT_CHARS = 1200  # a code-only passage judged as one unit is cut here
+
+
+@dataclass(frozen=True)
+class ContextSentence:
+    passage: int  # 1-based passage number, as cited
+    chunk_id: str
+    start: int  # [start, end) in the chunk text
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    text: str
+    passages: tuple[int, ...]  # the passage numbers its markers cite (empty: uncited)
+
+    @property
+    def has_content(self) -> bool:
+        """Connective text ("Here is how:") states nothing to support."""
+        return len(prose_terms(self.text)) >= 2
+
+
+def context_sentences(passages: Sequence[PassageLike]) -> list[ContextSentence]:
+    """Every prose sentence of every passage, in passage order."""
+    out = []
+    for number, p in enumerate(passages, 1):
+        spans = sentence_spans(p.text) or _whole(p.text)
+        out += [ContextSentence(number, p.chunk_id, s, e, p.text[s:e]) for s, e in spans]
+    return out
+
+
+def _whole(text: str) -> list[tuple[int, int]]:
+    start = len(text) - len(text.lstrip())
+    end = min(len(text.rstrip()), start + MAX_UNIT_CHARS)
+    return [(start, end)] if end > start else []
+
+
+def answer_sentences(text: str) -> list[AnswerSentence]:
+    """Sentences of an answer with the passages each cites (markers removed from the text)."""
+    body = text[len(EXTRACTIVE_PREFIX) :] if text.startswith(EXTRACTIVE_PREFIX) else text
+    out: list[AnswerSentence] = []
+    pos = 0
+    for m in _MARKERS.finditer(body):
+        cited = tuple(dict.fromkeys(int(n) for n in _NUMBER.findall(m.group())))
+        out += _split(body[pos : m.start()], cited)
+        pos = m.end()
+    out += _split(body[pos:], ())
+    return out
+
+
+def _split(segment: str, cited: tuple[int, ...]) -> list[AnswerSentence]:
+    parts = (" ".join(p.split()) for p in _SENT_END.split(segment))
+    return [AnswerSentence(p, cited) for p in parts if p and any(c.isalnum() for c in p)]
+
+
+def overlaps(sentence: ContextSentence, start: int, end: int) -> bool:
+    """Whether a cited span ``[start, end)`` of the same chunk uses this sentence: it covers
+    at least half of the sentence, or the sentence covers at least half of the span."""
+    shared = min(end, sentence.end) - max(start, sentence.start)
+    return shared > 0 and shared * 2 >= min(sentence.end - sentence.start, end - start)

@@ -1,0 +1,52 @@
+"""Which support judge scores a version's answers: the one its ``support_judge`` materialization
+trained or found, named by a pointer in the version's serving snapshot (like its ranker and
+calibration), so the eval run, the CLI and the service load the same weights."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from ..operate.home import DataHome
+
+POINTER = "judge.json"
+
+
+def pointer_path(home: DataHome, version: str) -> Path:
+    return home.version(version).snapshot / POINTER
+
+
+def write_pointer(home: DataHome, version: str, key: str, record: dict) -> Path:
+    path = pointer_path(home, version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{POINTER}.tmp")
+    staging.write_text(json.dumps({"key": key, **record}, indent=1))
+    staging.replace(path)
+    return path
+
+
+def load_version_judge(home: DataHome, version: str):
+    """(judge, note): the version's judge, or (None, why not): the answer gates are then unmeasured."""
+    path = pointer_path(home, version)
+    if not path.is_file():
+        return None, f"no support judge for {version}: materialize support_judge first"
+    try:
+        key = json.loads(path.read_text())["key"]
+    except (ValueError, KeyError) as exc:
+        return None, f"unreadable judge pointer {path.name}: {exc}"
+    folder = home.cache("judge").path(key)
+    if not folder.is_dir():
+        return None, f"judge {key} named by {version} is not under {folder.parent}"
+    try:
+        return _load(str(folder)), f"support judge {key}"
+    except (OSError, ValueError, RuntimeError) as exc:
+        return None, f"judge {key} failed to load: {' '.join(str(exc).split())[:200]}"
+
+
+@lru_cache(maxsize=4)
+def _load(folder: str):
+    """One loaded judge per folder and process (a folder's content never changes: content key)."""
+    from .support_judge import SupportJudge
+
+    return SupportJudge.load(Path(folder))
