@@ -13,6 +13,8 @@ import pytest
 # minutes per build. The tests of adaptation itself (test_domain_model.py) opt in with
 # BuildResource(adapt=True) and a tiny recipe.
 os.environ.setdefault("INFRA_RAG_ADAPT", "0")
+# Likewise the support judge trains on a few hundred pairs in fixture builds (seconds, not minutes).
+os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 TRAIN_SPLIT = Path(__file__).resolve().parents[2] / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"

@@ -11,6 +11,7 @@ from ..rag.ingest.sources import PROJECTS
 from ..rag.search.engine import hit_record
 from ..rag.search.questions import QuestionError, clean_question, read_batch
 from .common import UserError, console, friendly_errors, index_version_option, out, print_rows
+from .judge import print_explanation, version_judge
 
 
 def _engine(obj: dict, version: str | None):
@@ -126,10 +127,11 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @click.option("--config", "config", default=None, help="named retrieval config")
 @click.option("-k", "--top-k", "--k", "k", default=6, show_default=True, type=click.IntRange(1, 50))
 @click.option("--offline", is_flag=True, help="use the extractive answerer even if ANTHROPIC_API_KEY is set")
+@click.option("--explain", is_flag=True, help="judge the answer: relevant and used context, unsupported sentences")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 @friendly_errors
-def answer(obj, question, version, config, k, offline, as_json) -> None:
+def answer(obj, question, version, config, k, offline, explain, as_json) -> None:
     """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
     from ..rag.operate.traces import process_sink, trace_row
 
@@ -143,18 +145,40 @@ def answer(obj, question, version, config, k, offline, as_json) -> None:
     )
     sink.flush()
     reply = outcome.answer
+    explained = _explained(obj, engine.version, question, outcome) if explain else None
     if as_json:
-        click.echo(
-            json.dumps(
-                {"version": engine.version, **reply.to_dict(), "sources": outcome.packed.render_sources()}, default=str
-            )
-        )
+        extra = {"explain": _explain_record(*explained)} if explained else {}
+        record = {"version": engine.version, **reply.to_dict(), "sources": outcome.packed.render_sources(), **extra}
+        click.echo(json.dumps(record, default=str))
         return
     out.print(reply.text, highlight=False)
     if reply.citations:
         out.print("\n[bold]Sources[/]")
         out.print(outcome.packed.render_sources(), highlight=False)
+    if explained:
+        print_explanation(*explained)
     console.print(f"[dim]{engine.version} · {name} · {reply.method} · {reply.outcome}[/]")
+
+
+def _explained(obj: dict, version: str, question: str, outcome):
+    from ..rag.evaluate.answer_eval import judge_answer
+
+    model, _ = version_judge(obj, version)
+    return judge_answer(model, question, outcome.answer, [p.hit for p in outcome.packed.passages])
+
+
+def _explain_record(context, trace) -> dict:
+    return {
+        "relevance": trace.relevance,
+        "utilization": trace.utilization,
+        "completeness": trace.completeness,
+        "adherence": trace.adherence,
+        "context": [
+            {"passage": c.passage, "text": c.text, "relevant": i in trace.relevant, "used": i in trace.utilized}
+            for i, c in enumerate(context)
+        ],
+        "sentences": [s.to_dict() for s in trace.sentences],
+    }
 
 
 @click.command()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import polars as pl
 
@@ -42,6 +44,18 @@ def log_progress(context: dg.AssetExecutionContext, label: str, every: int):
     def progress(done: int, total: int) -> None:
         if done == total or done % every == 0:
             context.log.info(f"{label} {done}/{total}")
+
+    return progress
+
+
+def training_progress(context: dg.AssetExecutionContext, label: str):
+    """A ``progress(step, total, loss)`` callback for training loops: logs at most every 30 s."""
+    last = [0.0]
+
+    def progress(step: int, total: int, loss: float) -> None:
+        if step == total or time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            context.log.info(f"{label} step {step}/{total}, loss {loss:.4f}")
 
     return progress
 

@@ -119,6 +119,10 @@ def _error_handlers(app: FastAPI) -> None:
             headers=getattr(exc, "headers", None),
         )
 
+    @app.exception_handler(Unavailable)
+    async def _unavailable(_: Request, exc: Unavailable) -> JSONResponse:
+        return _error(exc.status, exc.error_type, exc.message)
+
     @app.exception_handler(TracedFailure)
     async def _traced(_: Request, exc: TracedFailure) -> JSONResponse:
         cause = exc.cause

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
+from ..rag.judge.batch import MAX_PASSAGES as MAX_JUDGE_PASSAGES
 from ..rag.search.engine import MODE_CONFIGS
 from ..rag.search.questions import MAX_QUESTION_CHARS, clean_question
 from ..rag.search.retrieval_settings import NAMED_CONFIGS
@@ -139,3 +140,44 @@ class ReleaseResponse(BaseModel):
     current: str | None
     serving: str | None = Field(description="the version this process answers with right now")
     history: list[dict[str, Any]]
+
+
+class JudgePassage(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str = Field(min_length=1, max_length=200)
+    text: str = Field(max_length=20_000)
+
+
+class JudgeRequest(BaseModel):
+    """One answer from anywhere, judged against the passages it was written from."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str = Field(default="", max_length=200)
+    question: str = Field(description=f"1..{MAX_QUESTION_CHARS} characters after stripping")
+    passages: list[JudgePassage] = Field(max_length=MAX_JUDGE_PASSAGES)
+    answer: str = Field(max_length=20_000, description="answer text; [n] cites passages[n-1]")
+    version: str | None = Field(default=None, pattern=VERSION_PATTERN, description="whose judge (default: release)")
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        return clean_question(value)
+
+
+class JudgedSentence(BaseModel):
+    text: str
+    supported: float
+    passage: str | None
+
+
+class JudgeResponse(BaseModel):
+    id: str
+    version: str
+    adherence: float | None = Field(description="probability that every answer sentence is supported")
+    relevance: float | None
+    utilization: float | None
+    completeness: float | None
+    sentences: list[JudgedSentence]
+    note: str | None = None

@@ -23,13 +23,15 @@ from .models import (
     AnswerResponse,
     ErrorResponse,
     HealthResponse,
+    JudgeRequest,
+    JudgeResponse,
     ProbeResponse,
     ReleaseResponse,
     SearchRequest,
     SearchResponse,
     VersionModel,
 )
-from .state import ServingState
+from .state import ServingState, Unavailable
 
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 413, 422, 500, 503)}
 
@@ -177,3 +179,17 @@ def release(state: State) -> dict:
         "serving": state.current.version if state.current else None,
         "history": pointer.get("history", []),
     }
+
+
+@queries.post("/judge", response_model=JudgeResponse)
+def judge(body: JudgeRequest, state: State) -> dict:
+    """Score an answer sentence by sentence with the version's support judge (``infra-rag judge``)."""
+    from ..rag.judge.batch import Item, judge_items
+    from ..rag.judge.version_judge import load_version_judge
+
+    version = state.engine(body.version).version
+    model, note = load_version_judge(state.home, version)
+    if model is None:
+        raise Unavailable("judge_unavailable", note)
+    item = Item(body.id, body.question, tuple((p.id, p.text) for p in body.passages), body.answer)
+    return {"version": version, **judge_items(model, [item])[0]}

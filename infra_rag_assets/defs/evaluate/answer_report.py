@@ -65,15 +65,18 @@ def worst_answers(rows: pl.DataFrame) -> pl.DataFrame:
     the pages it cites, so a reader sees what users were told that the docs do not say."""
     if rows.is_empty() or "adherence" not in rows.columns:
         return pl.DataFrame()
-    answered = rows.filter(pl.col("outcome") == "answered").sort(
-        ["adherence", "completeness"], nulls_last=True
+    scores = ("adherence", "completeness", "correctness_f1")
+    answered = (
+        rows.filter(pl.col("outcome") == "answered")
+        .with_columns(*(pl.col(c).cast(pl.Float64).round(3) for c in scores))
+        .sort(["adherence", "completeness"], nulls_last=True)
     )
     return answered.head(WORST).select(
         pl.col("benchmark"),
         pl.col("question_id").alias("id"),
-        pl.col("adherence").round(3).alias("adh"),
-        pl.col("completeness").round(3).alias("compl"),
-        pl.col("correctness_f1").round(3).alias("f1"),
+        pl.col("adherence").alias("adh"),
+        pl.col("completeness").alias("compl"),
+        pl.col("correctness_f1").alias("f1"),
         pl.col("unsupported_json").map_elements(_first, return_dtype=pl.String).alias("unsupported"),
         pl.col("cited_doc_ids").list.join(" ").alias("cited pages"),
     )

@@ -24,6 +24,7 @@ import dagster as dg
 
 from ...rag.index.config import AdaptRecipe, BuildSettings
 from ..partitions import index_version
+from ..reporting import training_progress
 from ..resources import DataHomeResource
 from .chunks import chunks_version
 
@@ -93,11 +94,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
             metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False},
             data_version=dg.DataVersion(base_hash),
         )
-    _refuse_non_train(config.adaptation.train_split, context.log.warning)
+    refuse_non_train(config.adaptation.train_split, context.log.warning)
     target = model.directory(store)
     reused = (target / TRAINING_JSON).is_file()
     if not reused:
-        train_version_model(store, version, config, model, progress=_progress(context), log=context.log.info)
+        train_version_model(
+            store, version, config, model, progress=training_progress(context, "training"), log=context.log.info
+        )
     record = json.loads((target / TRAINING_JSON).read_text())
     if weights_hash(model.model_id) != record["trained_weights_hash"]:
         raise dg.Failure(f"{model.model_id} does not match its training.json weights hash: delete {target} and rerun")
@@ -146,7 +149,7 @@ def train_version_model(
     )
 
 
-def _refuse_non_train(path: str, log) -> None:
+def refuse_non_train(path: str, log) -> None:
     """Training on eval (or any test) questions would leak into every score reported on them.
     A missing train split leaves the label-free pairs only (said in the log and the composition)."""
     name = Path(path).name.lower()
@@ -154,17 +157,6 @@ def _refuse_non_train(path: str, log) -> None:
         raise dg.Failure(f"train_split must be a train-split file, got {path!r}")
     if not path or not Path(path).is_file():
         log(f"no labelled train split at {path!r}: adapting on label-free pairs only")
-
-
-def _progress(context: dg.AssetExecutionContext):
-    last = [0.0]
-
-    def progress(step: int, total: int, loss: float) -> None:
-        if step == total or time.monotonic() - last[0] > 30:
-            last[0] = time.monotonic()
-            context.log.info(f"training step {step}/{total}, loss {loss:.4f}")
-
-    return progress
 
 
 def _metadata(record: dict, model: VersionModel, reused: bool) -> dict:

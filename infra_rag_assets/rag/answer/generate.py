@@ -190,6 +190,7 @@ def generator_identity(use_claude: bool | None = None, model: str | None = None,
     spec = get_prompt(prompt)
     return {"method": "claude", "model": _claude_base("", spec, model)["model"], "prompt_hash": spec.hash}
 
+
 _CLAUDE_KW = frozenset({"model", "prompt", "max_tokens"})
 _EXTRACTIVE_KW = frozenset({"max_sentences"})
 

@@ -25,8 +25,14 @@ ABSTENTION_METRICS = ("abstention_precision", "abstention_recall")
 OTHER_METRICS = ("answer_support", "latency_p50_ms", "latency_p95_ms")
 METRIC_NAMES = (*RANK_METRICS, *ABSTENTION_METRICS, *OTHER_METRICS, "n", "n_answerable", "n_should_abstain")
 LOWER_IS_BETTER = frozenset(
-    {"latency_p50_ms", "latency_p95_ms", "gap_named_false_rate", "answer_error_rate", "generation_p95_ms",
-     "cost_usd_per_answer"}  # fmt: skip
+    {
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "gap_named_false_rate",
+        "answer_error_rate",
+        "generation_p95_ms",
+        "cost_usd_per_answer",
+    }  # fmt: skip
 )  # answer metrics among them: answer_rows.ANSWER_METRICS
 
 

@@ -67,6 +67,9 @@ SCHEMA: dict[str, str] = {
         citation_problems_json VARCHAR, cited_page_precision DOUBLE, safety_passed BOOLEAN,
         safety_reasons_json VARCHAR, retrieval_ms DOUBLE, generation_ms DOUBLE, judge_ms DOUBLE,
         tokens_in INTEGER, tokens_out INTEGER, cost_usd DOUBLE""",
+    "trace_judgements": """
+        trace_id VARCHAR, index_version VARCHAR, day VARCHAR, judge VARCHAR, adherence DOUBLE,
+        adherent BOOLEAN, sentences INTEGER, unsupported_json VARCHAR""",
     "releases": """
         event_id VARCHAR, index_version VARCHAR, action VARCHAR, occurred_at TIMESTAMP, actor VARCHAR,
         run_id VARCHAR, previous_version VARCHAR, reason VARCHAR, metrics_json VARCHAR""",
@@ -78,7 +81,7 @@ SCHEMA: dict[str, str] = {
         degraded BOOLEAN, error VARCHAR""",
 }
 # Tables that are append-only history rather than per-version partitions.
-HISTORY_TABLES = {"releases", "traces"}
+HISTORY_TABLES = {"releases", "traces", "trace_judgements"}
 
 
 _SCHEMA_READY: set[str] = set()  # warehouse files whose schema this process has ensured

@@ -87,6 +87,19 @@ class WarehouseReads:
             "SELECT origin, outcome, count(*) AS traces FROM traces GROUP BY ALL ORDER BY origin, outcome"
         )
 
+    def unjudged_answers(self) -> pl.DataFrame:
+        """Answered traces that no judge has scored yet (``trace_judgements``)."""
+        return self.frame(
+            "SELECT * FROM traces t WHERE outcome = 'answered' AND NOT EXISTS "
+            "(SELECT 1 FROM trace_judgements j WHERE j.trace_id = t.trace_id)"
+        )
+
+    def chunk_texts(self, version: str) -> dict[str, str]:
+        return dict(self.rows("SELECT chunk_id, text FROM chunks WHERE index_version = ?", [version]))
+
+    def judged_answers(self) -> pl.DataFrame:
+        return self.frame("SELECT * FROM trace_judgements")
+
     def has_question(self, question_id: str) -> bool:
         return bool(self.rows("SELECT 1 FROM eval_results WHERE question_id = ? LIMIT 1", [question_id]))
 

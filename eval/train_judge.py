@@ -1,0 +1,260 @@
+"""Train the support judge with the default recipe and measure it on pages it never saw.
+
+Chunks come from parsing and chunking the corpus through the library (no index, no Dagster),
+train questions from the benchmark's TRAIN split only. A seeded 10% of the pages is held out
+before any pair is made: the judge trains and calibrates on pairs of the other pages, and is
+measured on pairs built the same way from the held-out pages (no passage is in both). Reported:
+AUROC, ECE and reliability per task, per-kind AUROC for support, the calibrator ablation
+(logit only / lexical features only / both), build and training seconds, scoring pairs/s.
+
+    python -m eval.train_judge [--max-pairs 3000 --epochs 1 --max-seq-length 160 ...] [--keep DIR]
+
+Writes eval/results/support_judge.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from infra_rag_assets.rag.adapt.finetune import file_sha256
+from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path, weights_hash
+from infra_rag_assets.rag.judge.calibration import auroc, fit_platt
+from infra_rag_assets.rag.judge.judge_pairs import (
+    SUPPORT,
+    build_judge_pairs,
+    load_train_rows,
+    page_split,
+)
+from infra_rag_assets.rag.judge.judge_training import logits, model_inputs
+from infra_rag_assets.rag.judge.support_judge import (
+    FEATURES,
+    JudgeRecipe,
+    SupportJudge,
+    calibrator_inputs,
+    chunks_hash,
+    judge_key,
+    score_report,
+    train_support_judge,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_SPLIT = ROOT.parent / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"
+OUT = ROOT / "eval" / "results" / "support_judge.json"
+HOLDOUT_SHARE, HOLDOUT_SEED, HOLDOUT_PAIRS = 0.1, 1234, 1500
+ANSWERS, SENTENCES, CONTEXT = 100, 4, 40  # the scoring-speed workload: 100 answers' judgements
+NUMERIC = {"int": int, "float": float}
+WHOLE_CHUNK_CHARS = 4500  # > the longest chunk (4,403 chars): support passages are whole chunks
+
+
+def corpus_chunks(sources: str) -> list[dict]:
+    """Every chunk of the corpus as the chunks asset would make it (parse + chunk, no index)."""
+    from infra_rag_assets.rag.index.config import ChunkSettings
+    from infra_rag_assets.rag.index.corpus_chunks import chunk_documents
+    from infra_rag_assets.rag.index.tokens import HFTokenCounter
+    from infra_rag_assets.rag.ingest.blobs import BlobStore
+    from infra_rag_assets.rag.ingest.pipeline import list_pages, parse_documents, snapshot_pages
+    from infra_rag_assets.rag.ingest.sources import load_sources
+
+    with tempfile.TemporaryDirectory() as tmp:
+        blobs = BlobStore(Path(tmp) / "blobs")
+        docs, _ = parse_documents(snapshot_pages(list_pages(load_sources(sources)), blobs), blobs)
+    counter = HFTokenCounter.from_model_path(resolve_model_path(DEFAULT_MODEL))
+    return chunk_documents(docs.iter_rows(named=True), counter, ChunkSettings()).to_dicts()
+
+
+def ablation(judge: SupportJudge, pairs, held, recipe: JudgeRecipe) -> dict:
+    """Support AUROC on the held-out pages with calibrators refitted on the judge's own
+    calibration pages: the logit alone, the lexical features alone, both (the shipped one)."""
+    calib_pages = page_split([p.doc_id for p in pairs], recipe.calibration_share, recipe.seed)
+    sets = {"calibration": [p for p in pairs if p.doc_id in calib_pages and p.task == SUPPORT]}
+    sets["held_out"] = [p for p in held if p.task == SUPPORT]
+    x = {}
+    for name, chosen in sets.items():
+        firsts, seconds = model_inputs(chosen)
+        raw = logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length)
+        x[name] = calibrator_inputs(SUPPORT, raw, [p.first for p in chosen], seconds, True)[0]
+    labels = {name: [p.label for p in chosen] for name, chosen in sets.items()}
+    out = {}
+    for variant, cols in {"logit": [0], "features": [1, 2, 3, 4], "logit+features": [0, 1, 2, 3, 4]}.items():
+        names = [("logit", *FEATURES)[c] for c in cols]
+        platt = fit_platt(x["calibration"][:, cols], labels["calibration"], names)
+        out[variant] = round(auroc(platt.apply(x["held_out"][:, cols]), labels["held_out"]) or 0.0, 4)
+    return out
+
+
+def per_kind(pairs, probs) -> dict:
+    """Support AUROC of each kind against all pairs of the other label (a negative kind against
+    all positives): which near misses the judge still confuses."""
+    out = {}
+    for kind in sorted({p.kind for p in pairs}):
+        label = next(p.label for p in pairs if p.kind == kind)
+        mine = [s for p, s in zip(pairs, probs) if p.kind == kind]
+        rest = [s for p, s in zip(pairs, probs) if p.label != label]
+        labels = [label] * len(mine) + [1 - label] * len(rest)
+        out[kind] = {"pairs": len(mine), "auroc": round(auroc(mine + rest, labels) or 0.0, 4)}
+    return out
+
+
+def scoring_speed(judge: SupportJudge, chunks: list[dict], held) -> dict:
+    """Judge ANSWERS answers: SENTENCES support pairs (claim vs a whole chunk) and CONTEXT
+    relevance pairs (question vs context sentence) each, as one batch per task."""
+    rng = np.random.default_rng(0)
+    support = [p for p in held if p.task == SUPPORT][: ANSWERS * SENTENCES]
+    texts = [chunks[i]["text"] for i in rng.integers(0, len(chunks), len(support))]
+    relevance = [p for p in held if p.task != SUPPORT]
+    rel = [relevance[i % len(relevance)] for i in range(ANSWERS * CONTEXT)]
+    started = time.perf_counter()
+    judge.support([p.first for p in support], texts)
+    mid = time.perf_counter()
+    judge.relevance([p.first for p in rel], [p.second for p in rel])
+    done = time.perf_counter()
+    return {
+        "support_pairs": len(support),
+        "support_seconds": round(mid - started, 2),
+        "relevance_pairs": len(rel),
+        "relevance_seconds": round(done - mid, 2),
+        "pairs_per_second": round((len(support) + len(rel)) / (done - started), 1),
+        "seconds_total": round(done - started, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sources", default=os.environ.get("INFRA_RAG_SOURCES", str(ROOT / "sources.yaml")))
+    parser.add_argument("--keep", help="train the judge into this directory (default: a temp dir)")
+    parser.add_argument("--out", default=str(OUT))
+    for field in dataclasses.fields(JudgeRecipe):  # --max-pairs, --epochs, --lr, ...: recipe overrides
+        flag = f"--{field.name.replace('_', '-')}"
+        if field.type in NUMERIC:
+            parser.add_argument(flag, type=NUMERIC[field.type])
+        elif field.type == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction)
+    args = parser.parse_args()
+    overrides = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(JudgeRecipe)}
+    recipe = dataclasses.replace(JudgeRecipe(), **{k: v for k, v in overrides.items() if v is not None})
+    started = time.perf_counter()
+    chunks = corpus_chunks(args.sources)
+    parsed = time.perf_counter()
+    held_pages = page_split([c["doc_id"] for c in chunks], HOLDOUT_SHARE, HOLDOUT_SEED)
+    rows = load_train_rows(TRAIN_SPLIT)
+    train_chunks = [c for c in chunks if c["doc_id"] not in held_pages]
+    pairs = build_judge_pairs(
+        train_chunks,
+        rows,
+        max_pairs=recipe.max_pairs,
+        seed=recipe.seed,
+        window_chars=recipe.window_chars,
+        relevance_share=recipe.relevance_share,
+        contradict_share=recipe.contradict_share,
+    )
+    built = time.perf_counter()
+    print(f"{len(chunks)} chunks in {parsed - started:.1f}s, {len(pairs)} pairs in {built - parsed:.1f}s", flush=True)
+    base = resolve_model_path(DEFAULT_MODEL)
+    key = judge_key(recipe, file_sha256(TRAIN_SPLIT), chunks_hash(train_chunks), weights_hash(base))
+    last = [0.0]
+
+    def progress(step: int, total: int, loss: float) -> None:
+        if step == total or time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            print(f"step {step}/{total} loss {loss:.4f} {time.perf_counter() - built:.0f}s", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(args.keep) if args.keep else Path(tmp) / key
+        record = train_support_judge(base, pairs, target, recipe, progress, extra={"key": key})
+        trained = time.perf_counter()
+        judge = SupportJudge.load(target)
+        held_chunks = [c for c in chunks if c["doc_id"] in held_pages]
+        held = build_judge_pairs(held_chunks, rows, max_pairs=HOLDOUT_PAIRS, seed=recipe.seed + 1)
+        held_out = {}
+        for task, method in (("support", judge.support), ("relevance", judge.relevance)):
+            chosen = [p for p in held if p.task == task]
+            firsts, seconds = model_inputs(chosen)
+            raw = logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length)
+            probs = method([p.first for p in chosen], seconds)
+            held_out[task] = score_report(raw, probs, [p.label for p in chosen])
+            if task == "support":
+                held_out[task]["per_kind"] = per_kind(chosen, probs)
+        whole = [
+            p
+            for p in build_judge_pairs(
+                held_chunks,
+                rows,
+                max_pairs=HOLDOUT_PAIRS,
+                seed=recipe.seed + 1,
+                window_chars=WHOLE_CHUNK_CHARS,
+                relevance_share=0.0,
+            )
+            if p.task == SUPPORT
+        ]
+        held_out["support_whole_chunks"] = {
+            k: v
+            for k, v in score_report(
+                [0.0] * len(whole),
+                judge.support([p.first for p in whole], [p.second for p in whole]),
+                [p.label for p in whole],
+            ).items()
+            if k != "auroc_logit"
+        }
+        report = {
+            "command": "python -m eval.train_judge",
+            "recipe": recipe.to_dict(),
+            "key": key,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "chunks": len(chunks),
+            "held_out_pages": len(held_pages),
+            "train_pages": len({c["doc_id"] for c in train_chunks}),
+            "composition": pairs.composition,
+            "held_out_composition": held.composition,
+            "seconds": {
+                "parse_and_chunk": round(parsed - started, 1),
+                "pair_building": round(built - parsed, 1),
+                "training_and_calibration": round(trained - built, 1),
+                "recipe_total": round(trained - started, 1),
+            },
+            "training": {
+                k: record[k]
+                for k in (
+                    "train_pairs",
+                    "calibration_pairs",
+                    "steps",
+                    "seconds_training",
+                    "cpu_seconds_training",
+                    "train_pairs_per_second",
+                    "loss_first",
+                    "loss_last_20",
+                    "trained_weights_hash",
+                    "base_weights_hash",
+                )
+            },
+            "calibrators": record["calibrators"],
+            "calibration_split": record["calibration_metrics"],
+            "held_out": held_out,
+            "support_calibrator_ablation_auroc": ablation(judge, pairs, held, recipe),
+            "scoring": scoring_speed(judge, held_chunks, held),
+        }
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    summary = {t: {k: held_out[t][k] for k in ("pairs", "auroc_logit", "auroc", "ece")} for t in held_out}
+    print(
+        json.dumps(
+            {
+                "seconds": report["seconds"],
+                "held_out": summary,
+                "scoring": report["scoring"],
+                "ablation": report["support_calibrator_ablation_auroc"],
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

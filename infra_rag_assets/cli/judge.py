@@ -1,0 +1,100 @@
+"""`infra-rag judge`: score answers from anywhere with the version's support judge, and the
+judge behind `infra-rag answer --explain`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from .common import UserError, console, friendly_errors, index_version_option, out, print_rows
+
+
+def version_judge(obj: dict, version: str | None):
+    """(judge, version): the support judge of VERSION (default: the release, else the newest)."""
+    from ..rag.judge.version_judge import load_version_judge
+    from ..rag.search.engine import resolve_version
+
+    home = obj["store"].data_home()
+    version = resolve_version(home, version)
+    with console.status("loading the support judge…"):
+        judge, note = load_version_judge(home, version)
+    if judge is None:
+        raise UserError(note)
+    return judge, version
+
+
+@click.command()
+@click.option(
+    "--batch", "batch", required=True, help='JSONL of {"id","question","passages":[{"id","text"}],"answer"} (- = stdin)'
+)
+@index_version_option(help="whose support judge (default: current release, else latest)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line and id")
+@click.option("--output", "-o", default="-", help="output file (default stdout)")
+@click.pass_obj
+@friendly_errors
+def judge(obj, batch, version, as_json, output) -> None:
+    """Score answers sentence by sentence: adherence (probability every sentence is supported),
+    relevance, utilization and completeness of the passages, per id."""
+    from ..rag.judge.batch import JudgeInputError, judge_items, read_items
+
+    try:
+        if batch == "-":
+            items = read_items(sys.stdin, "<stdin>")
+        else:
+            with open(batch, encoding="utf-8") as handle:
+                items = read_items(handle, batch)
+    except (JudgeInputError, UnicodeDecodeError) as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read {batch}: {exc.strerror}") from None
+    model, version = version_judge(obj, version)
+    started = time.perf_counter()
+    results = judge_items(model, items)
+    console.print(f"[dim]{len(results)} answers judged in {time.perf_counter() - started:.1f}s · judge of {version}[/]")
+    if as_json or output != "-":
+        lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+        if output == "-":
+            click.echo(lines, nl=False)
+        else:
+            with open(output, "w", encoding="utf-8") as handle:
+                handle.write(lines)
+        return
+    print_rows(
+        ["id", "adherence", "relevance", "utilization", "completeness", "least supported sentence"],
+        [
+            [r["id"], *(_fmt(r[k]) for k in ("adherence", "relevance", "utilization", "completeness")), _weakest(r)]
+            for r in results
+        ],  # fmt: skip
+    )
+
+
+def _fmt(value) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _weakest(result: dict) -> str:
+    if not result["sentences"]:
+        return result.get("note", "")
+    worst = min(result["sentences"], key=lambda s: s["supported"])
+    return f"{worst['supported']:.2f} {worst['text'][:70]}"
+
+
+def print_explanation(context, trace) -> None:
+    """Which context sentences were relevant and used, which answer sentences are unsupported."""
+    out.print("\n[bold]Context[/] (R = judged relevant, U = used by a citation)")
+    relevant, used = set(trace.relevant), set(trace.utilized)
+    for i, c in enumerate(context):
+        flags = ("R" if i in relevant else "·") + ("U" if i in used else "·")
+        out.print(f" {flags} [{c.passage}] {' '.join(c.text.split())[:150]}", highlight=False)
+    out.print("\n[bold]Answer sentences[/] (support probability)")
+    for s in trace.sentences:
+        mark = "[green]supported  [/]" if s.supported >= 0.5 else "[red]UNSUPPORTED[/]"
+        out.print(f" {mark} {s.supported:.2f} {s.text[:150]}", highlight=False)
+    values = {k: getattr(trace, k) for k in ("relevance", "utilization", "completeness", "adherence")}
+    out.print("\n" + " · ".join(f"{k} {_fmt(v)}" for k, v in values.items()))
+
+
+COMMANDS = [judge]

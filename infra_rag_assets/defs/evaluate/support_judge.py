@@ -1,0 +1,86 @@
+"""support_judge: the cross-encoder that scores answers, trained here per corpus (no hub download).
+
+chunks → support_judge → eval_run. Pairs come from the version's chunks and the k8s TRAIN split
+(``rag/judge/judge_pairs.py``: supported sentences and paraphrases against hard negatives); the
+packaged MiniLM encoder is fine-tuned and calibrated on held-out pages
+(``rag/judge/support_judge.py``) into ``<home>/judges/<key>/``, where ``key`` hashes every
+input by content, so an unchanged rebuild trains nothing. The version's serving snapshot gets
+a pointer to it, which the eval run, ``infra-rag judge`` and ``POST /judge`` load.
+"""
+
+import json
+import time
+
+import dagster as dg
+from pydantic import Field
+
+from ... import settings
+from ...rag.index.config import BuildSettings
+from ..index.models import refuse_non_train
+from ..partitions import index_version
+from ..reporting import training_progress
+from ..resources import DataHomeResource, default_train_split
+from .judge_report import judge_metadata
+
+
+class SupportJudgeConfig(dg.Config):
+    max_pairs: int = Field(
+        default_factory=lambda: settings.judge_pairs(3000),
+        description="training + calibration pairs (env INFRA_RAG_JUDGE_PAIRS; 3000 trains in ~4 min on 2 cores)",
+    )
+    epochs: int = 1
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["chunks"],
+    group_name="evaluation",
+    kinds={"pytorch"},
+    owners=["team:search-platform"],
+    description="The support judge that scores answers: MiniLM fine-tuned as a cross-encoder on claims "
+    "from the version's chunks and the k8s train split against hard negatives (changed numbers, flipped "
+    "negations, swapped identifiers and components, neighbouring-page sentences), calibrated on held-out "
+    "pages; content-addressed under <home>/judges/<key>/, reused when the inputs are unchanged.",
+)
+def support_judge(
+    context: dg.AssetExecutionContext, config: SupportJudgeConfig, store: DataHomeResource
+) -> dg.MaterializeResult:
+    from ...rag.adapt.training_set import train_data_hash
+    from ...rag.index.embedding import resolve_model_path, weights_hash
+    from ...rag.judge.judge_pairs import build_judge_pairs, load_train_rows
+    from ...rag.judge.support_judge import JUDGE_JSON, JudgeRecipe, chunks_hash, judge_key, train_support_judge
+    from ...rag.judge.version_judge import write_pointer
+
+    home, version = store.data_home(), context.partition_key
+    build = BuildSettings.from_dict(home.warehouse().version_config(version) or {})
+    train_split = build.adaptation.train_split if build.adaptation else default_train_split()
+    refuse_non_train(train_split, context.log.warning)
+    chunks = home.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text")).to_dicts()
+    if not chunks:
+        raise dg.Failure(f"index version {version} has no chunks: build it through chunks first")
+    recipe = JudgeRecipe(max_pairs=config.max_pairs, epochs=config.epochs)
+    base = resolve_model_path(build.model_id)
+    lineage = {
+        "train_data_hash": train_data_hash(train_split),
+        "chunks_hash": chunks_hash(chunks),
+        "base_weights_hash": weights_hash(base),
+    }
+    key = judge_key(recipe, **lineage)
+    target = home.cache("judge").path(key)
+    reused = (target / JUDGE_JSON).is_file()
+    if not reused:
+        started = time.perf_counter()
+        rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
+        pairs = build_judge_pairs(chunks, rows, max_pairs=recipe.max_pairs, seed=recipe.seed,
+                                  window_chars=recipe.window_chars, relevance_share=recipe.relevance_share,
+                                  contradict_share=recipe.contradict_share)  # fmt: skip
+        context.log.info(f"{len(pairs)} judge pairs {dict(pairs.composition)} in {time.perf_counter() - started:.1f}s")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        train_support_judge(base, pairs, target, recipe, progress=training_progress(context, "judge training"),
+                            extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
+    record = json.loads((target / JUDGE_JSON).read_text())
+    write_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
+    return dg.MaterializeResult(
+        metadata={**judge_metadata(record, key, reused), "path": dg.MetadataValue.path(str(target))},
+        data_version=dg.DataVersion(record["trained_weights_hash"]),
+    )

@@ -1,0 +1,432 @@
+"""Labelled pairs for the support judge, made from the corpus and the benchmark's TRAIN split.
+
+Support (claim, passage): a chunk sentence against a window of its chunk (positive), also lightly
+reworded (lead-in, dropped parenthetical, swapped conjuncts or clauses), and a train reference
+answer against the chunk of its page that covers it. Negatives are the same sentence changed (a
+number, a negation, an identifier of the page or its neighbours, a sibling component) against
+the window with the original sentence removed (or, for ``contradict_share`` of them, kept: then
+the passage contradicts the claim), a sentence of a neighbouring page against this window, and
+the unchanged sentence against the best BM25 chunk of another page. Without such near misses a
+cross-encoder learns topic match, not support.
+
+Relevance (question, sentence): a train question against the sentence of its page's best chunk
+that holds the reference answer (positive), and low-overlap sentences of the same or a
+neighbouring page (negatives). Deterministic for a seed; no model, no I/O but the train split.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..answer.extractive import sentence_spans
+from ..index.analysis import prose_terms
+from ..index.bm25 import BM25
+
+PAIRS_VERSION = "1"  # bump when the rules below change: trained judges are addressed by it
+SUPPORT, RELEVANCE = "support", "relevance"
+# kind -> (task, label, weight within its task and label)
+KINDS = {
+    "sentence": (SUPPORT, 1, 0.45),
+    "paraphrase": (SUPPORT, 1, 0.35),
+    "answer": (SUPPORT, 1, 0.20),
+    "number": (SUPPORT, 0, 0.15),
+    "negation": (SUPPORT, 0, 0.20),
+    "identifier": (SUPPORT, 0, 0.15),
+    "component": (SUPPORT, 0, 0.15),
+    "neighbour": (SUPPORT, 0, 0.15),
+    "other_page": (SUPPORT, 0, 0.20),
+    "relevant": (RELEVANCE, 1, 1.0),
+    "irrelevant_page": (RELEVANCE, 0, 0.5),
+    "irrelevant_neighbour": (RELEVANCE, 0, 0.5),
+}
+MUTATIONS = ("number", "negation", "identifier", "component")
+COMPONENT_GROUPS = (
+    ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"),
+    ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"),
+    ("Prometheus", "Alertmanager", "Pushgateway"),
+    ("application-controller", "repo-server", "argocd-server", "applicationset-controller", "dex-server"),
+    ("ConfigMap", "Secret"),
+    ("PersistentVolume", "PersistentVolumeClaim", "StorageClass"),
+    ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"),
+    ("Role", "ClusterRole"),
+    ("RoleBinding", "ClusterRoleBinding"),
+    ("liveness", "readiness", "startup"),
+    ("counter", "gauge", "histogram", "summary"),
+    ("Pod", "Node", "Namespace"),
+)
+_COMPONENT = {n: re.compile(rf"(?<![\w-]){re.escape(n)}(?=s?(?![\w-]))") for g in COMPONENT_GROUPS for n in g}
+_NEGATIONS = tuple(
+    (re.compile(p), r)
+    for p, r in (
+        (r"\bmust not\b", "must"),
+        (r"\bmust\b(?! not)", "must not"),
+        (r"\bcannot\b", "can"),
+        (r"\bcan\b(?! not)", "cannot"),
+        (r"\bshould not\b", "should"),
+        (r"\bshould\b(?! not)", "should not"),
+        (r"\b(do|does) not\b", r"\1"),
+        (r"\bis not\b", "is"),
+        (r"\bis\b(?! not)", "is not"),
+        (r"\bare not\b", "are"),
+        (r"\bare\b(?! not)", "are not"),
+        (r"\bwill not\b", "will"),
+        (r"\bwill\b(?! not)", "will not"),
+        (r"\bnever\b", "always"),
+        (r"\balways\b", "never"),
+        (r"\benabled\b", "disabled"),
+        (r"\bdisabled\b", "enabled"),
+        (r"\brequired\b", "optional"),
+        (r"\boptional\b", "required"),
+    )
+)
+NEGATION_CUES = re.compile(r"\b(?:not|never|cannot|no|none|disabled|without)\b|n't\b", re.IGNORECASE)
+NUMBER = re.compile(r"(?<![\w.\-/])\d+(?:\.\d+)*(?=(?:%|ms|s|m|h|d|[KMG]i?B?)?(?![\w\-/]))")
+IDENTIFIER = re.compile(r"`[^`\s]{2,60}`|(?<![\w.`-])[a-z]+[A-Z][A-Za-z0-9]*(?![\w`-])")
+_LEADS = ("In short, ", "Put simply, ", "Note that ")
+_CLAUSE = re.compile(r"^(If|When|Unless|Once|After|Before) ([^,]{3,120}), (.+?)([.!?])$")
+_CONJUNCT = re.compile(r"\b([A-Za-z][\w-]{2,}) (and|or) ([A-Za-z][\w-]{2,})\b")
+_PAREN = re.compile(r"\s*\([^()]{1,80}\)")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+@dataclass(frozen=True)
+class JudgePair:
+    task: str  # SUPPORT: (claim, passage); RELEVANCE: (question, sentence)
+    kind: str
+    first: str
+    second: str
+    label: int
+    doc_id: str  # the page the pair was made from: hold-outs split by it
+
+
+class JudgePairs(list):
+    """``list[JudgePair]`` with ``composition``: counts per kind, label and page, for reports."""
+
+    composition: dict[str, int]
+
+
+def load_train_rows(path: str | Path) -> list[dict]:
+    """The labelled TRAIN split; refuses eval/test files so they can never leak into training."""
+    name = Path(path).name.lower()
+    if "eval" in name or "test" in name:
+        raise ValueError(f"{name}: the judge trains on the train split only")
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def page_split(doc_ids: Iterable[str], share: float, seed: int) -> set[str]:
+    """The seeded ``share`` of pages held out (a page's passages are all in or all out)."""
+    pages = sorted(set(doc_ids))
+    return set(random.Random(seed).sample(pages, round(len(pages) * share)))
+
+
+def coverage(claim: str, passage: str) -> float:
+    """Share of the claim's stemmed content terms found in the passage (1.0 for no terms)."""
+    terms = set(prose_terms(claim))
+    return len(terms & set(prose_terms(passage))) / len(terms) if terms else 1.0
+
+
+def lexical_features(claim: str, passage: str) -> list[float]:
+    """What the mutations change, checked cheaply: claim numbers and identifiers absent from the
+    passage, a negation in one but not the other, and claim terms absent (shares in [0, 1])."""
+    low = passage.lower()
+    nums = NUMBER.findall(claim)
+    idents = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)]
+    neg_claim = bool(NEGATION_CUES.search(claim))
+    best = max((passage[s:e] for s, e in sentence_spans(passage)), key=lambda t: coverage(claim, t), default=passage)
+    return [
+        sum(n not in passage for n in nums) / len(nums) if nums else 0.0,
+        sum(i not in low for i in idents) / len(idents) if idents else 0.0,
+        float(neg_claim != bool(NEGATION_CUES.search(best))),
+        1.0 - coverage(claim, passage),
+    ]
+
+
+def mutate(kind: str, claim: str, rng: random.Random, identifiers: Sequence[str] = ()) -> str | None:
+    """The claim with one fact changed by ``kind`` (see ``MUTATIONS``), or None when it has none."""
+    if kind == "number":
+        found = list(NUMBER.finditer(claim))
+        if not found:
+            return None
+        m = rng.choice(found)
+        return claim[: m.start()] + _other_number(m.group(), rng) + claim[m.end() :]
+    if kind == "negation":
+        rules = [(p, r) for p, r in _NEGATIONS if p.search(claim)]
+        if not rules:
+            return None
+        pattern, repl = rng.choice(rules)
+        return pattern.sub(repl, claim, count=1)
+    if kind == "identifier":
+        found = list(IDENTIFIER.finditer(claim))
+        m = rng.choice(found) if found else None
+        if m is None:
+            return None
+        shape = m.group().startswith("`")
+        options = [i for i in identifiers if i.startswith("`") == shape and i not in claim]
+        return claim[: m.start()] + rng.choice(options) + claim[m.end() :] if options else None
+    if kind == "component":
+        hits = [(name, m) for name, p in _COMPONENT.items() for m in p.finditer(claim)]
+        if not hits:
+            return None
+        name, m = rng.choice(hits)
+        group = next(g for g in COMPONENT_GROUPS if name in g)
+        return claim[: m.start()] + rng.choice([n for n in group if n != name]) + claim[m.end() :]
+    raise ValueError(f"unknown mutation {kind!r}")
+
+
+def _other_number(value: str, rng: random.Random) -> str:
+    parts = value.split(".")
+    i = rng.randrange(len(parts))
+    n = int(parts[i])
+    parts[i] = str(rng.choice(sorted({n + 1, n + 2, n * 2, n * 10, max(0, n - 1)} - {n})))
+    return ".".join(parts)
+
+
+def paraphrase(claim: str, rng: random.Random) -> str:
+    """A meaning-preserving rewording: clause moved, conjuncts swapped, parenthetical dropped,
+    else a lead-in. Crude without a model, but it breaks verbatim matching."""
+    options = []
+    if m := _CLAUSE.match(claim):
+        options.append(f"{m[3][0].upper()}{m[3][1:]} {m[1].lower()} {m[2]}{m[4]}")
+    if (m := _CONJUNCT.search(claim)) and not {m[1].lower(), m[3].lower()} & {"the", "then", "that", "this"}:
+        options.append(claim[: m.start()] + f"{m[3]} {m[2]} {m[1]}" + claim[m.end() :])
+    if (dropped := _PAREN.sub("", claim, 1)) != claim and len(_WORD.findall(dropped)) >= 6:
+        options.append(dropped)
+    if options:
+        return rng.choice(options)
+    first = claim.split(" ", 1)[0]
+    lowered = claim[0].lower() + claim[1:] if first.istitle() and first.isalpha() else claim
+    return rng.choice(_LEADS) + lowered
+
+
+def claim_text(text: str, min_words: int = 6) -> str | None:
+    """A sentence as a claim (whitespace collapsed) when it reads like one, else None."""
+    claim = " ".join(text.split())
+    ok = 30 <= len(claim) <= 300 and "|" not in claim and not claim.endswith(":")
+    return claim if ok and len(_WORD.findall(claim)) >= min_words and claim[0].isupper() else None
+
+
+def window(text: str, start: int, end: int, limit: int) -> tuple[int, int]:
+    """A span of at most ``limit`` characters around ``[start, end)``, cut at whitespace."""
+    if len(text) <= limit:
+        return 0, len(text)
+    lo = max(0, min(start - max(0, limit - (end - start)) // 2, len(text) - limit))
+    hi = min(len(text), max(end, lo + limit))
+    while 0 < lo < start and not text[lo - 1].isspace():
+        lo += 1
+    while end < hi < len(text) and not text[hi].isspace():
+        hi -= 1
+    return lo, hi
+
+
+class _Corpus:
+    """Chunks indexed for pair making: pages in order, neighbouring pages, claim sentences, BM25."""
+
+    def __init__(self, chunks: Iterable[Mapping]) -> None:
+        self.chunks = sorted(chunks, key=lambda c: (c["doc_id"], c["chunk_id"]))
+        self.texts = [c["text"] for c in self.chunks]
+        self.by_doc: dict[str, list[int]] = {}
+        for i, c in enumerate(self.chunks):
+            self.by_doc.setdefault(c["doc_id"], []).append(i)
+        docs = sorted(self.by_doc)
+        self.neighbours = {
+            d: [o for o in docs[max(0, n - 2) : n + 3] if o != d and o.split(":")[0] == d.split(":")[0]]
+            for n, d in enumerate(docs)
+        }
+        self.spans = [sentence_spans(t) for t in self.texts]
+        self.bm25 = BM25(self.texts)
+        self._identifiers: dict[str, list[str]] = {}
+
+    def claims(self, i: int, min_words: int = 6) -> list[tuple[int, int, str]]:
+        text = self.texts[i]
+        return [(s, e, c) for s, e in self.spans[i] if (c := claim_text(text[s:e], min_words))]
+
+    def identifiers(self, doc: str) -> list[str]:
+        """Identifiers of the page and its neighbours: the plausible wrong ones for a swap."""
+        if doc not in self._identifiers:
+            rows = [i for d in [doc, *self.neighbours[doc]] for i in self.by_doc[d]]
+            self._identifiers[doc] = sorted({m for i in rows for m in IDENTIFIER.findall(self.texts[i])})
+        return self._identifiers[doc]
+
+    def neighbour_claim(self, doc: str, rng: random.Random, min_words: int = 6) -> str | None:
+        for _ in range(3):
+            if not self.neighbours[doc]:
+                return None
+            claims = self.claims(rng.choice(self.by_doc[rng.choice(self.neighbours[doc])]), min_words)
+            if claims:
+                return rng.choice(claims)[2]
+        return None
+
+    def other_page_window(self, claim: str, doc: str, limit: int) -> str:
+        """The best BM25 chunk of another page, windowed at its sentence most like the claim."""
+        scores = np.array(self.bm25.scores(claim), dtype=np.float32)
+        scores[self.by_doc[doc]] = -np.inf
+        i = int(scores.argmax())
+        text = self.texts[i]
+        s, e = max(self.spans[i] or [(0, 0)], key=lambda sp: coverage(claim, text[sp[0] : sp[1]]))
+        lo, hi = window(text, s, e, limit)
+        return text[lo:hi].strip()
+
+
+class _Pools:
+    """Candidate pairs per kind, each capped, so generation stops once every kind has enough."""
+
+    def __init__(self, quotas: Mapping[str, int]) -> None:
+        self.quotas = dict(quotas)
+        self.pairs: dict[str, list[JudgePair]] = {k: [] for k in KINDS}
+        self.contradicted: set[JudgePair] = set()
+
+    def open(self, kind: str) -> bool:
+        return len(self.pairs[kind]) < 2 * self.quotas[kind] + 8
+
+    def behind(self, kinds: Iterable[str]) -> list[str]:
+        """Open kinds, the one furthest below its weighted share first."""
+        return sorted((k for k in kinds if self.open(k)), key=lambda k: (len(self.pairs[k]) / KINDS[k][2], k))
+
+    def add(self, kind: str, first: str, second: str, doc: str, contradicted: bool = False) -> None:
+        pair = JudgePair(KINDS[kind][0], kind, first, second, KINDS[kind][1], doc)
+        self.pairs[kind].append(pair)
+        if contradicted:
+            self.contradicted.add(pair)
+
+
+def build_judge_pairs(
+    chunks: Iterable[Mapping],
+    train_rows: Sequence[Mapping] = (),
+    *,
+    max_pairs: int = 3000,
+    seed: int = 0,
+    window_chars: int = 600,
+    relevance_share: float = 0.3,
+    contradict_share: float = 0.3,
+) -> JudgePairs:
+    """At most ``max_pairs`` pairs: ``relevance_share`` relevance, the rest support, each half
+    positive, kinds mixed by ``KINDS`` weights (a kind short of candidates leaves its share to
+    the others of its task and label). ``chunks`` need ``chunk_id``, ``doc_id`` and ``text``."""
+    rng = random.Random(seed)
+    corpus = _Corpus(chunks)
+    targets = {(SUPPORT, 1): max_pairs * (1 - relevance_share) / 2, (RELEVANCE, 1): max_pairs * relevance_share / 2}
+    targets[(SUPPORT, 0)], targets[(RELEVANCE, 0)] = targets[(SUPPORT, 1)], targets[(RELEVANCE, 1)]
+    groups = {g: [k for k, (t, lab, _) in KINDS.items() if (t, lab) == g] for g in targets}
+    quotas = {k: round(targets[g] * KINDS[k][2]) for g, kinds in groups.items() for k in kinds}
+    pools = _Pools(quotas)
+    _train_row_pairs(corpus, train_rows, pools, rng, window_chars, contradict_share)
+    _sentence_pairs(corpus, pools, rng, window_chars, contradict_share)
+    chosen = JudgePairs()
+    for g, kinds in groups.items():
+        have = {k: len(pools.pairs[k]) for k in kinds}
+        for k, n in _allocate(round(targets[g]), {k: KINDS[k][2] for k in kinds}, have).items():
+            chosen.extend(pools.pairs[k][:n])
+    rng.shuffle(chosen)
+    chosen.composition = {
+        **{f"kind_{k}": n for k, n in sorted(Counter(p.kind for p in chosen).items())},
+        **{
+            f"{t}_{'pos' if lab else 'neg'}": n
+            for (t, lab), n in sorted(Counter((p.task, p.label) for p in chosen).items())
+        },
+        "contradicted": sum(p in pools.contradicted for p in chosen),
+        "pages": len({p.doc_id for p in chosen}),
+        "pairs": len(chosen),
+    }
+    return chosen
+
+
+def _allocate(target: int, weights: Mapping[str, float], available: Mapping[str, int]) -> dict[str, int]:
+    """Water-filling: one pair at a time to the kind furthest below its weight that has one left."""
+    alloc = dict.fromkeys(weights, 0)
+    for _ in range(target):
+        open_kinds = [k for k in weights if alloc[k] < available[k]]
+        if not open_kinds:
+            break
+        alloc[min(open_kinds, key=lambda k: (alloc[k] / weights[k], k))] += 1
+    return alloc
+
+
+def _negative(kind, corpus, claim, doc, kept, removed, rng, limit, contradict_share):
+    """(claim, passage, contradicted) of one negative kind for a sentence or answer, or None."""
+    if kind in MUTATIONS:
+        changed = mutate(kind, claim, rng, corpus.identifiers(doc))
+        if not changed or changed == claim or not removed:
+            return None
+        contradicted = rng.random() < contradict_share
+        return changed, kept if contradicted else removed, contradicted
+    if kind == "neighbour":
+        other = corpus.neighbour_claim(doc, rng)
+        return (other, kept, False) if other and coverage(other, kept) < 0.5 else None
+    passage = corpus.other_page_window(claim, doc, limit)
+    return (claim, passage, False) if passage and coverage(claim, passage) < 0.8 else None
+
+
+def _add_negative(corpus, pools, kinds, claim, doc, kept, removed, rng, limit, share) -> None:
+    for kind in pools.behind(kinds):
+        if found := _negative(kind, corpus, claim, doc, kept, removed, rng, limit, share):
+            pools.add(kind, found[0], found[1], doc, found[2])
+            return
+
+
+def _sentence_pairs(corpus: _Corpus, pools: _Pools, rng, limit: int, share: float) -> None:
+    """Per chunk (seeded order) one claim sentence: one positive and the negative most needed."""
+    negatives = [*MUTATIONS, "neighbour", "other_page"]
+    order = list(range(len(corpus.texts)))
+    rng.shuffle(order)
+    for i in order:
+        if not pools.behind(["sentence", "paraphrase", *negatives]):
+            return
+        claims = corpus.claims(i)
+        if not claims:
+            continue
+        s, e, claim = rng.choice(claims)
+        text, doc = corpus.texts[i], corpus.chunks[i]["doc_id"]
+        lo, hi = window(text, s, e, limit)
+        kept, removed = text[lo:hi].strip(), (text[lo:s] + text[e:hi]).strip()
+        if claim in " ".join(removed.split()):
+            removed = ""  # the sentence occurs twice: removing one copy proves nothing
+        for kind in pools.behind(["sentence", "paraphrase"])[:1]:
+            pools.add(kind, claim if kind == "sentence" else paraphrase(claim, rng), kept, doc)
+        _add_negative(corpus, pools, negatives, claim, doc, kept, removed, rng, limit, share)
+
+
+def _train_row_pairs(corpus: _Corpus, rows: Sequence[Mapping], pools: _Pools, rng, limit: int, share: float) -> None:
+    """Per train question whose page is here: the answer as a support positive (and changed, a
+    negative), and relevance pairs from the page's best chunk for question + answer."""
+    rows = [r for r in rows if f"kubernetes:{r['source_page']}" in corpus.by_doc]
+    rng.shuffle(rows)
+    for row in rows:
+        if not pools.behind(["answer", "relevant"]):
+            return
+        doc = f"kubernetes:{row['source_page']}"
+        page = corpus.by_doc[doc]
+        question, answer = " ".join(row["question"].split()), " ".join(row["answer"].split())
+        best = page[int(np.argmax(corpus.bm25.scores(f"{question}\n{answer}")[page]))]
+        text, spans = corpus.texts[best], corpus.spans[best]
+        if not spans:
+            continue
+        s, e = max(spans, key=lambda sp: coverage(answer, text[sp[0] : sp[1]]))
+        lo, hi = window(text, s, e, limit)
+        kept, removed = text[lo:hi].strip(), (text[lo:s] + text[e:hi]).strip()
+        if pools.open("answer") and len(set(prose_terms(answer))) >= 3 and coverage(answer, kept) >= 0.8:
+            pools.add("answer", answer, kept, doc)
+            _add_negative(corpus, pools, MUTATIONS, answer, doc, kept, removed, rng, limit, share)
+        sentence = " ".join(text[s:e].split())
+        if pools.open("relevant") and coverage(answer, sentence) >= 0.5:
+            pools.add("relevant", question, sentence, doc)
+            _relevance_negatives(corpus, pools, question, answer, doc, rng)
+
+
+def _relevance_negatives(corpus: _Corpus, pools: _Pools, question: str, answer: str, doc: str, rng) -> None:
+    """A sentence of the same page, and one of a neighbouring page, sharing little with the answer."""
+    page = corpus.by_doc[doc]
+    same = [c for i in rng.sample(page, min(len(page), 8)) for *_, c in corpus.claims(i, 4)]
+    same = [c for c in same if coverage(answer, c) <= 0.2]
+    if same and pools.open("irrelevant_page"):
+        pools.add("irrelevant_page", question, rng.choice(same), doc)
+    other = corpus.neighbour_claim(doc, rng, 4)
+    if other and coverage(answer, other) <= 0.2 and pools.open("irrelevant_neighbour"):
+        pools.add("irrelevant_neighbour", question, other, doc)

@@ -1,0 +1,212 @@
+"""The cross-encoder under the support judge: loading, pair encoding, training loop, scoring.
+
+A plain PyTorch loop over MiniLM's BERT encoder with a new one-logit head on its mean-pooled
+tokens (``MeanPoolScorer``), binary cross-entropy: sentence-transformers' ``CrossEncoder.fit`` needs
+``accelerate`` and ``datasets``, which this project does not install (as ``adapt/finetune.py``
+found for the bi-encoder, whose warmup schedule and clipping this loop reuses).
+
+Both tasks share the weights; a prefix on the first segment says which is asked. The first
+segment (claim or question) is never truncated unless it alone would leave the passage fewer
+than ``MIN_SECOND_TOKENS``; the passage is cut to fit ``max_length``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup, _recent_mean
+from ..index.embedding import offline_models
+from .judge_pairs import RELEVANCE, SUPPORT, JudgePair
+
+PREFIX = {SUPPORT: "support: ", RELEVANCE: "relevance: "}
+HEAD_FILE = "head.safetensors"
+MIN_SECOND_TOKENS = 32
+CHARS_PER_TOKEN = 4  # only to sort by length before tokenizing
+TrainProgress = Callable[[int, int, float], None]  # (step, total_steps, running mean loss)
+
+
+class MeanPoolScorer(torch.nn.Module):
+    """MiniLM's encoder, mean-pooled, and one linear logit.
+
+    Not ``AutoModelForSequenceClassification``: its head reads the [CLS] state, and in
+    all-MiniLM-L6-v2 (trained with mean pooling) that state is nearly the same for every input,
+    so its gradients into the encoder are ~1e-4 and a few thousand pairs left the loss at
+    ln 2 (measured). Mean pooling is what this encoder was trained to make informative.
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = torch.nn.Dropout(0.1)
+        self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
+        torch.nn.init.normal_(self.head.weight, std=0.02)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return self.head(self.dropout(pooled)).squeeze(-1)
+
+
+def load_cross_encoder(path: str | Path, *, layers: int = 0) -> tuple[Any, MeanPoolScorer]:
+    """(tokenizer, model) from a local directory only: the MiniLM base (new head) or a saved
+    judge model (its ``HEAD_FILE``). ``layers`` keeps only the first encoder layers: each one
+    dropped cuts training and scoring time by a sixth, and the judge scores thousands of pairs
+    per eval run on 2 cores. transformers' load report (the base's unused pooler) is silenced."""
+    offline_models()
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        encoder = AutoModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+    if layers and layers < encoder.config.num_hidden_layers:
+        encoder.encoder.layer = encoder.encoder.layer[:layers]
+        encoder.config.num_hidden_layers = layers
+    model = MeanPoolScorer(encoder)
+    if (Path(path) / HEAD_FILE).is_file():
+        model.head.load_state_dict(load_file(str(Path(path) / HEAD_FILE)))
+    model.eval()
+    return tokenizer, model
+
+
+def save_cross_encoder(model: MeanPoolScorer, tokenizer: Any, directory: Path) -> None:
+    """Encoder + tokenizer as a transformers directory, the head beside them (all hashed by
+    ``weights_hash``: it reads every .safetensors file)."""
+    from safetensors.torch import save_file
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # "Writing model shards" would spam asset logs
+    try:
+        model.encoder.save_pretrained(str(directory))
+        tokenizer.save_pretrained(str(directory))
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(directory / HEAD_FILE))
+
+
+def quantized(model: Any) -> Any | None:
+    """An int8 dynamically quantized copy for scoring (~1.5x faster on CPU), or None where this
+    torch no longer has ``quantize_dynamic`` (deprecated upstream; torch is pinned here)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return None
+
+
+def encode(tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int) -> Any:
+    """Padded tensors for (first, second) pairs, the second segment truncated to fit."""
+    limit = max(8, max_length - MIN_SECOND_TOKENS - 3)
+    offsets = tokenizer(list(firsts), add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    firsts = [f if len(o) <= limit else f[: o[limit - 1][1]] for f, o in zip(firsts, offsets)]
+    return tokenizer(
+        list(firsts), list(seconds), truncation="only_second", max_length=max_length, padding=True, return_tensors="pt"
+    )
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, seed: int) -> list[list[int]]:
+    """Shuffled batches of similar length (little padding): shuffle, sort within windows of
+    eight batches, cut, shuffle the batches."""
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    span = batch_size * 8
+    batches = []
+    for start in range(0, len(order), span):
+        window = sorted(order[start : start + span], key=lambda i: lengths[i])
+        batches.extend(window[i : i + batch_size] for i in range(0, len(window), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def model_inputs(pairs: Sequence[JudgePair]) -> tuple[list[str], list[str]]:
+    return [PREFIX[p.task] + p.first for p in pairs], [p.second for p in pairs]
+
+
+def fit(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progress: TrainProgress | None) -> dict:
+    """Train ``model`` in place on the labelled pairs; returns timing and loss stats.
+
+    The word embeddings (half of MiniLM's parameters) stay frozen when ``hp['freeze_embeddings']``:
+    AdamW over 11.7M rows the few thousand pairs barely touch costs time and buys nothing.
+    """
+    random.seed(hp["seed"])
+    torch.manual_seed(hp["seed"])
+    firsts, seconds = model_inputs(pairs)
+    labels = torch.tensor([float(p.label) for p in pairs])
+    cap = hp["train_seq_length"] * CHARS_PER_TOKEN
+    lengths = [len(f) + min(len(s), cap) for f, s in zip(firsts, seconds)]
+    if hp["freeze_embeddings"]:
+        model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    head = {id(p) for p in model.head.parameters()}
+    groups = [
+        {"params": [p for p in params if id(p) not in head], "lr": hp["lr"]},
+        {"params": list(model.head.parameters()), "lr": hp["head_lr"]},  # new weights: a far larger step
+    ]
+    epochs = [length_batches(lengths, hp["batch_size"], hp["seed"] + e) for e in range(hp["epochs"])]
+    total = sum(len(b) for b in epochs)
+    optimizer = torch.optim.AdamW(groups, weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup(total, WARMUP_FRACTION))
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    model.train()
+    started, cpu_started, losses = time.perf_counter(), time.process_time(), []
+    for batch in (b for batches in epochs for b in batches):
+        enc = encode(tokenizer, [firsts[i] for i in batch], [seconds[i] for i in batch], hp["train_seq_length"])
+        loss = loss_fn(model(**enc), labels[batch])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        losses.append(float(loss.detach()))
+        if progress is not None:
+            progress(len(losses), total, _recent_mean(losses))
+    model.eval()
+    seconds_training = time.perf_counter() - started
+    return {
+        "seconds_training": round(seconds_training, 1),
+        "cpu_seconds_training": round(time.process_time() - cpu_started, 1),
+        "steps": total,
+        "torch_threads": torch.get_num_threads(),
+        "train_pairs_per_second": round(len(pairs) * hp["epochs"] / seconds_training, 2) if seconds_training else 0.0,
+        "loss_first": round(losses[0], 4),
+        "loss_last_20": round(_recent_mean(losses), 4),
+    }
+
+
+def logits(
+    model: Any, tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int, batch_size: int = 64
+) -> np.ndarray:
+    """Raw logits in input order; pairs are scored shortest first so each batch pads little."""
+    cap = max_length * CHARS_PER_TOKEN
+    order = sorted(range(len(firsts)), key=lambda i: len(firsts[i]) + min(len(seconds[i]), cap))
+    out = np.zeros(len(firsts), dtype=np.float64)
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            enc = encode(tokenizer, [firsts[i] for i in batch], [seconds[i] for i in batch], max_length)
+            out[batch] = model(**enc).double().numpy()
+    return out

@@ -1,0 +1,261 @@
+"""The support judge: a MiniLM cross-encoder fine-tuned here, with calibrated probabilities.
+
+Two questions, one set of weights: is a claim supported by a passage (``support``), and is a
+context sentence relevant to a question (``relevance``). Pairs come from ``judge_pairs``; a
+seeded share of their pages is kept out of training to fit one Platt scaler per task
+(``calibration``), so what the judge returns can be read, multiplied and thresholded as
+probabilities. Support's scaler also sees cheap lexical checks of the claim against the passage
+(numbers, identifiers, negation, terms: ``judge_pairs.lexical_features``) when the recipe says so.
+
+Layout of a judge directory (staged beside it, then renamed into place, like
+``adapt/finetune.train_bi_encoder``)::
+
+    <dir>/model/       transformers model + tokenizer (weights_hash pins it)
+    <dir>/judge.json   recipe, pair composition, calibrators, calibration-split metrics, hashes
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..index.config import stable_hash
+from ..index.embedding import resolve_model_path, text_hash, weights_hash
+from .calibration import Platt, auroc, expected_calibration_error, fit_platt, reliability
+from .judge_pairs import PAIRS_VERSION, RELEVANCE, SUPPORT, JudgePair, lexical_features, page_split
+from .judge_training import (
+    PREFIX,
+    TrainProgress,
+    fit,
+    load_cross_encoder,
+    logits,
+    model_inputs,
+    quantized,
+    save_cross_encoder,
+)
+
+JUDGE_JSON = "judge.json"
+MODEL_SUBDIR = "model"
+FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
+
+
+@dataclass(frozen=True)
+class JudgeRecipe:
+    """How a judge is trained. Defaults: the measured recipe (eval/train_judge.py, whose result
+    file records the numbers): ~3 min on 2 cores including pair building."""
+
+    max_pairs: int = 3000
+    epochs: int = 1
+    batch_size: int = 16
+    train_seq_length: int = 160  # training pairs: claim + a passage window of ~window_chars
+    max_seq_length: int = 320  # scoring: a whole chunk (256 tokens at most) after the claim
+    layers: int = 3  # of MiniLM's 6 encoder layers (half the time; see eval/results/support_judge.json)
+    quantize: bool = True  # score with int8 Linear layers; calibrated on exactly that model
+    lr: float = 5e-5
+    seed: int = 0
+    calibration_share: float = 0.15  # pages whose pairs fit the calibrators, never trained on
+    window_chars: int = 600  # support passages: the chunk around the sentence, at most this long
+    relevance_share: float = 0.3
+    contradict_share: float = 0.3  # changed claims shown with the original sentence kept
+    lexical_features: bool = True  # support's calibrator sees FEATURES beside the logit
+    freeze_embeddings: bool = True
+    pairs_version: str = PAIRS_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_key(recipe: JudgeRecipe, train_data_hash: str, chunks_hash: str, base_weights_hash: str) -> str:
+    """Directory name of the judge these inputs train: a hash of every input, by content."""
+    return stable_hash(
+        {
+            "chunks_hash": chunks_hash,
+            "base_weights_hash": base_weights_hash,
+            "train_data_hash": train_data_hash,
+            "recipe": recipe.to_dict(),
+        },
+        12,
+    )
+
+
+def chunks_hash(chunks: Sequence[dict]) -> str:
+    """The chunk texts pairs are made from, by id and content (order-free)."""
+    return stable_hash(sorted((c["chunk_id"], c["doc_id"], text_hash(c["text"])) for c in chunks), 16)
+
+
+def pairs_hash(pairs: Sequence[JudgePair]) -> str:
+    digest = hashlib.sha256()
+    for p in pairs:
+        digest.update(json.dumps(asdict(p), sort_keys=True).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def train_support_judge(
+    base_model_path: str | Path,
+    pairs: Sequence[JudgePair],
+    target_dir: str | Path,
+    recipe: JudgeRecipe = JudgeRecipe(),
+    progress: TrainProgress | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict:
+    """Train on the pairs of most pages, calibrate on the rest, write ``target_dir`` atomically.
+
+    ``extra`` (e.g. the key and the hashes it was made of) is recorded in ``judge.json`` as is.
+    """
+    started = time.perf_counter()
+    target = Path(target_dir)
+    if target.exists():
+        raise FileExistsError(f"{target} exists: judges are content-addressed and never overwritten")
+    base_path = resolve_model_path(str(base_model_path))
+    held = page_split([p.doc_id for p in pairs], recipe.calibration_share, recipe.seed)
+    train = [p for p in pairs if p.doc_id not in held]
+    calibration = [p for p in pairs if p.doc_id in held]
+    if not train or not calibration:
+        raise ValueError(f"need pairs to train and to calibrate on: {len(train)} / {len(calibration)}")
+    staging = target.parent / f".staging-{target.name}-{os.getpid()}-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        tokenizer, model = load_cross_encoder(base_path, layers=recipe.layers)
+        stats = fit(model, tokenizer, train, recipe.to_dict(), progress)
+        calibrating = time.perf_counter()
+        scorer = scoring_model(model, recipe.quantize)
+        calibrators, metrics = calibrate(scorer, tokenizer, calibration, recipe)
+        save_cross_encoder(model, tokenizer, staging / MODEL_SUBDIR)
+        record = {
+            **(extra or {}),
+            "recipe": recipe.to_dict(),
+            "composition": dict(getattr(pairs, "composition", {})),
+            "pairs": len(pairs),
+            "pairs_hash": pairs_hash(pairs),
+            "train_pairs": len(train),
+            "calibration_pairs": len(calibration),
+            "calibration_pages": len(held),
+            "calibrators": {task: c.to_dict() for task, c in calibrators.items()},
+            "calibration_metrics": metrics,
+            "base_model_path": str(base_path),
+            "base_weights_hash": weights_hash(base_path),
+            "quantized": scorer is not model,
+            "trained_weights_hash": weights_hash(staging / MODEL_SUBDIR),
+            **stats,
+            "seconds_calibration": round(time.perf_counter() - calibrating, 1),
+            "seconds_total": round(time.perf_counter() - started, 1),
+        }
+        (staging / JUDGE_JSON).write_text(json.dumps(record, indent=2, sort_keys=True))
+        record = _publish(staging, target, record)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {**record, "path": str(target)}
+
+
+def _publish(staging: Path, target: Path, record: dict) -> dict:
+    """Rename into place; when a concurrent trainer of the same key won, keep its judge.
+    (``finetune._publish`` is the same move but looks for its own ``training.json``.)"""
+    try:
+        os.rename(staging, target)
+        return record
+    except OSError:
+        if not (target / JUDGE_JSON).is_file():
+            raise
+        return json.loads((target / JUDGE_JSON).read_text())
+
+
+def scoring_model(model: Any, quantize: bool) -> Any:
+    """The model that scores: the int8 copy when asked for and available, else ``model``."""
+    return (quantized(model) if quantize else None) or model
+
+
+def calibrator_inputs(task: str, raw: np.ndarray, firsts: Sequence[str], seconds: Sequence[str], lexical: bool):
+    """(matrix, column names): the logit, plus FEATURES for support when ``lexical``."""
+    if task != SUPPORT or not lexical:
+        return np.asarray(raw, dtype=np.float64)[:, None], ("logit",)
+    feats = np.array([lexical_features(f, s) for f, s in zip(firsts, seconds)], dtype=np.float64)
+    return np.hstack([np.asarray(raw, dtype=np.float64)[:, None], feats.reshape(len(raw), -1)]), ("logit", *FEATURES)
+
+
+def calibrate(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], recipe: JudgeRecipe):
+    """One Platt scaler per task on the calibration pages, and its metrics there (AUROC of the
+    raw logit and of the probability, ECE, reliability: in-sample for the few scaler weights)."""
+    calibrators, metrics = {}, {}
+    for task in (SUPPORT, RELEVANCE):
+        chosen = [p for p in pairs if p.task == task]
+        if len({p.label for p in chosen}) < 2:
+            raise ValueError(f"calibration pages hold no {task} pairs of both labels")
+        firsts, seconds = model_inputs(chosen)
+        raw = logits(model, tokenizer, firsts, seconds, recipe.max_seq_length)
+        labels = [p.label for p in chosen]
+        x, names = calibrator_inputs(task, raw, [p.first for p in chosen], seconds, recipe.lexical_features)
+        calibrators[task] = fit_platt(x, labels, names)
+        metrics[task] = score_report(raw, calibrators[task].apply(x), labels)
+    return calibrators, metrics
+
+
+def score_report(raw: Sequence[float], probs: Sequence[float], labels: Sequence[int]) -> dict:
+    """AUROC of the logit and of the calibrated probability, ECE, and the reliability table."""
+    return {
+        "pairs": len(labels),
+        "positives": int(sum(labels)),
+        "auroc_logit": _round(auroc(raw, labels)),
+        "auroc": _round(auroc(probs, labels)),
+        "ece": round(expected_calibration_error(probs, labels), 4),
+        "reliability": reliability(probs, labels),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+class SupportJudge:
+    """A trained judge, loaded for scoring: calibrated probabilities, batched, CPU, thread-safe."""
+
+    def __init__(self, directory: Path, record: dict, tokenizer: Any, model: Any) -> None:
+        self.directory = directory
+        self.record = record
+        self.tokenizer = tokenizer
+        self.model = scoring_model(model, bool(record.get("quantized")))
+        self.max_seq_length = int(record["recipe"]["max_seq_length"])
+        self.lexical = bool(record["recipe"]["lexical_features"])
+        self.calibrators = {task: Platt.from_dict(raw) for task, raw in record["calibrators"].items()}
+        key = record.get("key") or directory.name
+        # Cache keys of judgements; an fp32 fallback for an int8-calibrated judge scores a little
+        # differently, so it says so.
+        fallback = "+fp32" if record.get("quantized") and self.model is model else ""
+        self.identity = f"{key}:{record['trained_weights_hash'][:12]}{fallback}"
+        self._lock = threading.Lock()  # one fast tokenizer must not be used by two threads at once
+
+    @classmethod
+    def load(cls, target_dir: str | Path) -> SupportJudge:
+        directory = Path(target_dir)
+        record = json.loads((directory / JUDGE_JSON).read_text())
+        tokenizer, model = load_cross_encoder(directory / MODEL_SUBDIR)
+        return cls(directory, record, tokenizer, model)
+
+    def support(self, claims: Sequence[str], passages: Sequence[str]) -> list[float]:
+        """P(claim is supported by passage) for each aligned pair."""
+        return self._probabilities(SUPPORT, claims, passages)
+
+    def relevance(self, questions: Sequence[str], sentences: Sequence[str]) -> list[float]:
+        """P(context sentence is relevant to the question) for each aligned pair."""
+        return self._probabilities(RELEVANCE, questions, sentences)
+
+    def _probabilities(self, task: str, firsts: Sequence[str], seconds: Sequence[str]) -> list[float]:
+        if len(firsts) != len(seconds):
+            raise ValueError(f"{len(firsts)} first segments but {len(seconds)} second segments")
+        if not firsts:
+            return []
+        firsts = [" ".join(f.split()) for f in firsts]
+        with self._lock:
+            raw = logits(self.model, self.tokenizer, [PREFIX[task] + f for f in firsts], seconds, self.max_seq_length)
+        x, _ = calibrator_inputs(task, raw, firsts, seconds, self.lexical)
+        return [float(p) for p in self.calibrators[task].apply(x)]

@@ -1,0 +1,205 @@
+"""The support judge (rag/judge): pair rules, calibration maths, and a tiny train → load → score.
+
+The corpus here is a handful of hand-written pages, so every rule can be checked by reading;
+the end-to-end test trains the real bundled MiniLM (one encoder layer, 48 pairs, one epoch)
+for speed, which proves the plumbing (atomic layout, calibrators, batching), not quality:
+quality is eval/train_judge.py's job.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infra_rag_assets.rag.judge.calibration import auroc, expected_calibration_error, fit_platt, reliability
+from infra_rag_assets.rag.judge.judge_pairs import (
+    MUTATIONS,
+    RELEVANCE,
+    SUPPORT,
+    build_judge_pairs,
+    lexical_features,
+    load_train_rows,
+    mutate,
+    page_split,
+    paraphrase,
+    window,
+)
+from infra_rag_assets.rag.judge.support_judge import JUDGE_JSON, JudgeRecipe, SupportJudge, judge_key, train_support_judge
+
+TOPICS = [
+    ("deployment", "Deployment", "replicas", "maxSurge"),
+    ("statefulset", "StatefulSet", "ordinals", "podManagementPolicy"),
+    ("daemonset", "DaemonSet", "nodes", "updateStrategy"),
+    ("job", "Job", "completions", "backoffLimit"),
+    ("cronjob", "CronJob", "schedules", "startingDeadlineSeconds"),
+    ("replicaset", "ReplicaSet", "selectors", "minReadySeconds"),
+    ("service", "Service", "endpoints", "sessionAffinity"),
+    ("configmap", "ConfigMap", "keys", "binaryData"),
+]
+
+
+def _chunks() -> list[dict]:
+    rows = []
+    for n, (slug, kind, noun, field) in enumerate(TOPICS):
+        doc = f"kubernetes:concepts_{slug}"
+        texts = [
+            f"A {kind} manages {noun} for your workload in the cluster. "
+            f"The kubelet must not restart a {kind} more than {n + 3} times per hour. "
+            f"You can set `{field}` to change how the {kind} rolls out {noun} safely.",
+            f"The controller is enabled by default and checks {noun} every {10 + n} seconds. "
+            f"If the `{field}` value is missing, the {kind} uses a default of {n + 1} for {noun}. "
+            f"Each {kind} object is stored in etcd and never edited by hand in production.",
+        ]
+        rows += [{"chunk_id": f"{slug}-{i}", "doc_id": doc, "text": t} for i, t in enumerate(texts)]
+    return rows
+
+
+def _train_rows() -> list[dict]:
+    return [
+        {
+            "question": f"How often does the {kind} controller check {noun}?",
+            "answer": f"The controller checks {noun} every {10 + n} seconds by default.",
+            "source_page": f"concepts_{slug}",
+        }
+        for n, (slug, kind, noun, _) in enumerate(TOPICS)
+    ]
+
+
+@pytest.mark.unit
+def test_mutations_change_one_fact_and_paraphrase_keeps_the_words():
+    rng = random.Random(0)
+    claim = "The kubelet must not restart a Deployment more than 3 times per hour."
+    assert mutate("number", claim, rng) != claim and "3 times" not in mutate("number", claim, rng)
+    assert mutate("negation", "Pods must restart quickly.", rng) == "Pods must not restart quickly."
+    assert mutate("negation", claim, rng) in {claim.replace("must not", "must"), claim.replace("is", "is not")}
+    swapped = mutate("component", claim, rng)
+    assert swapped != claim and ("kubelet" not in swapped or "Deployment" not in swapped)
+    ident = mutate("identifier", "Set `maxSurge` to 2 for faster rollouts.", rng, ["`backoffLimit`", "camelCase"])
+    assert ident == "Set `backoffLimit` to 2 for faster rollouts."  # same shape: backticked for backticked
+    assert all(mutate(kind, "Nothing here changes at all in this plain sentence.", rng) is None for kind in MUTATIONS)
+    for text in (claim, "If the value is missing, the Job uses a default of 2.", "Pods (and only pods) are shown."):
+        reworded = paraphrase(text, rng)
+        assert reworded != text and {"default", "Job"} <= set(reworded.split()) if "Job" in text else reworded != text
+    assert paraphrase("If the value is missing, the Job uses a default.", rng) == (
+        "The Job uses a default if the value is missing."
+    )
+
+
+@pytest.mark.unit
+def test_window_holds_the_sentence_and_cuts_at_whitespace():
+    text = " ".join(f"word{i}" for i in range(200))
+    s = text.index("word100")
+    e = s + len("word100 word101")
+    lo, hi = window(text, s, e, 120)
+    assert lo <= s and e <= hi and hi - lo <= 120
+    assert (lo == 0 or text[lo - 1] == " ") and (hi == len(text) or text[hi] == " ")
+    assert window("short text", 0, 5, 120) == (0, 10)
+
+
+@pytest.mark.unit
+def test_lexical_features_flag_what_mutations_change():
+    passage = "The kubelet restarts a Pod at most 3 times. Set `maxSurge` to tune rollouts."
+    assert lexical_features("The kubelet restarts a Pod at most 3 times.", passage) == [0.0, 0.0, 0.0, 0.0]
+    numbers, idents, negation, terms = lexical_features("The kubelet never restarts a Pod 5 times.", passage)
+    assert numbers == 1.0 and idents == 0.0 and negation == 1.0 and 0 < terms < 1
+    assert lexical_features("Set `maxUnavailable` to tune rollouts.", passage)[1] == 1.0
+
+
+@pytest.mark.unit
+def test_pairs_are_balanced_deterministic_and_labelled_by_construction():
+    chunks, rows = _chunks(), _train_rows()
+    pairs = build_judge_pairs(chunks, rows, max_pairs=60, seed=3, window_chars=400)
+    again = build_judge_pairs(list(reversed(chunks)), rows, max_pairs=60, seed=3, window_chars=400)
+    assert pairs == again and pairs.composition == again.composition  # input order does not matter
+    assert pairs != build_judge_pairs(chunks, rows, max_pairs=60, seed=4, window_chars=400)
+    comp = pairs.composition
+    assert len(pairs) == comp["pairs"] <= 60
+    assert comp["support_pos"] == comp["support_neg"] and comp["relevance_pos"] == comp["relevance_neg"]
+    assert sum(v for k, v in comp.items() if k.startswith("kind_")) == len(pairs)
+    sentences = {" ".join(s.split()) for c in chunks for s in c["text"].split(". ")}
+    questions = {r["question"] for r in rows}
+    for p in pairs:
+        if p.task == RELEVANCE:
+            assert p.first in questions
+        elif p.kind in MUTATIONS:
+            assert p.first.rstrip(".") not in sentences  # changed
+        elif p.kind == "sentence":
+            assert p.first in p.second  # verbatim in its own window
+        elif p.kind == "other_page":
+            assert not any(p.second in c["text"] for c in chunks if c["doc_id"] == p.doc_id)
+    assert {p.kind for p in pairs} >= {"sentence", "paraphrase", "answer", "relevant", "other_page"}
+    assert comp["contradicted"] <= sum(p.kind in MUTATIONS for p in pairs)
+
+
+@pytest.mark.unit
+def test_page_split_and_the_train_split_guard(tmp_path: Path):
+    docs = [f"kubernetes:p{i}" for i in range(20)]
+    held = page_split(docs + docs, 0.25, seed=1)
+    assert len(held) == 5 and held == page_split(list(reversed(docs)), 0.25, seed=1)
+    (tmp_path / "qa_eval.jsonl").write_text('{"question": "q"}\n')
+    with pytest.raises(ValueError, match="train split only"):
+        load_train_rows(tmp_path / "qa_eval.jsonl")
+
+
+@pytest.mark.unit
+def test_calibration_maths():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=4000)
+    y = (rng.random(4000) < 1 / (1 + np.exp(-(2.0 * x - 0.5)))).astype(int)
+    platt = fit_platt(x, y, ["logit"], l2=0.0)
+    assert platt.weights[0] == pytest.approx(2.0, abs=0.2) and platt.bias == pytest.approx(-0.5, abs=0.15)
+    probs = platt.apply(x)
+    assert expected_calibration_error(probs, y) < 0.03
+    assert expected_calibration_error(np.clip(probs + 0.3, 0, 1), y) > 0.2
+    table = reliability(probs, y)
+    assert sum(r["count"] for r in table) == 4000 and all(0 <= r["observed_rate"] <= 1 for r in table)
+    scores, labels = [0.1, 0.4, 0.4, 0.8, 0.3], [0, 1, 0, 1, 1]
+    pairs = [(p, n) for p in range(5) for n in range(5) if labels[p] and not labels[n]]
+    brute = sum(1.0 if scores[p] > scores[n] else 0.5 if scores[p] == scores[n] else 0.0 for p, n in pairs)
+    assert auroc(scores, labels) == pytest.approx(brute / len(pairs))
+    assert auroc([0.2, 0.3], [1, 1]) is None
+    assert platt == type(platt).from_dict(json.loads(json.dumps(platt.to_dict())))
+
+
+@pytest.mark.unit
+def test_judge_key_is_a_content_address():
+    recipe = JudgeRecipe()
+    key = judge_key(recipe, "train", "chunks", "weights")
+    assert len(key) == 12 and int(key, 16) >= 0 and key == judge_key(JudgeRecipe(), "train", "chunks", "weights")
+    assert key != judge_key(JudgeRecipe(epochs=2), "train", "chunks", "weights")
+    assert key != judge_key(recipe, "train2", "chunks", "weights") != judge_key(recipe, "train", "chunks", "w2")
+
+
+@pytest.mark.unit
+def test_train_load_score_end_to_end(tmp_path: Path):
+    recipe = JudgeRecipe(
+        max_pairs=64, batch_size=16, train_seq_length=64, max_seq_length=96, layers=1, calibration_share=0.25
+    )
+    pairs = build_judge_pairs(_chunks(), _train_rows(), max_pairs=recipe.max_pairs, seed=0, window_chars=300)
+    target = tmp_path / "judges" / "k1"
+    steps = []
+    record = train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe, progress=lambda s, t, _: steps.append(t))
+    assert steps and steps[-1] == record["steps"] and record["train_pairs"] + record["calibration_pairs"] == len(pairs)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["k1"]  # staging renamed, nothing left
+    saved = json.loads((target / JUDGE_JSON).read_text())
+    assert saved["recipe"] == recipe.to_dict() and saved["composition"] == pairs.composition
+    assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(saved["calibrators"][SUPPORT]["weights"]) == 5
+    with pytest.raises(FileExistsError):
+        train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe)
+
+    judge = SupportJudge.load(target)
+    assert judge.identity.startswith(f"k1:{saved['trained_weights_hash'][:12]}")
+    claims = ["The controller checks replicas every 10 seconds.", "A Job never stores its state in etcd. " * 40]
+    passages = [_chunks()[1]["text"], _chunks()[3]["text"] * 10]  # a long claim and a long passage
+    probs = judge.support(claims, passages)
+    assert len(probs) == 2 and all(0.0 < p < 1.0 for p in probs)
+    assert judge.support(claims[::-1], passages[::-1]) == pytest.approx(probs[::-1], abs=1e-6)
+    rel = judge.relevance(["How often are replicas checked?"] * 3, ["It checks every 10 seconds.", "x", "A Job."])
+    assert len(rel) == 3 and all(0.0 < p < 1.0 for p in rel)
+    assert judge.support([], []) == [] and judge.relevance([], []) == []
+    with pytest.raises(ValueError):
+        judge.support(["one"], [])
