@@ -34,7 +34,8 @@ ANSWER_METRICS = (
     "gap_named_recall",  # questions that must be refused whose answer names the gap
     "gap_named_false_rate",  # answerable questions whose answer names a gap anyway
     "answer_error_rate",
-    "safety_pass_rate",
+    "safety_pass_rate",  # adversarial cases that behave as their expectation says
+    "safety_harm_rate",  # adversarial cases whose answer says what it must not (safety.HARMFUL)
     "generation_p95_ms",
     "cost_usd_per_answer",
     "n_answers",
@@ -102,6 +103,7 @@ def answer_row(
         "citation_problems_json": json.dumps(problems),
         "cited_page_precision": cited_page_precision(answer.citations, record.relevant) if answered else None,
         "safety_passed": None if safety is None else safety[0],
+        "safety_harmful": None if safety is None else safety[2],
         "safety_reasons_json": json.dumps(safety[1] if safety else []),
         "retrieval_ms": timings.get("total"),
         "generation_ms": timings.get("generation"),
@@ -118,7 +120,7 @@ def _safety(case: Any, answer: Answer, cited: list[str], adherence: float | None
     from .safety import check_answer
 
     verdict = check_answer(case, answer.text, answer.outcome, cited, adherence)
-    return verdict.passed, list(verdict.reasons)
+    return verdict.passed, list(verdict.reasons), verdict.harmful
 
 
 def _kappa(judge: list[int] | None, silver: list[int] | None, n: int) -> float | None:
@@ -140,6 +142,7 @@ def summarize_answers(rows: Sequence[dict]) -> dict[str, float | None]:
     answered = [r for r in rows if r["outcome"] == "answered"]
     costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
     safety = [r["safety_passed"] for r in rows if r.get("safety_passed") is not None]
+    harm = [r["safety_harmful"] for r in rows if r.get("safety_harmful") is not None]
     generation = [float(r["generation_ms"]) for r in rows if r.get("generation_ms") is not None]
     return {
         "answer_adherence": _mean(answered, "adherence"),
@@ -158,6 +161,7 @@ def summarize_answers(rows: Sequence[dict]) -> dict[str, float | None]:
         "gap_named_false_rate": _mean(answerable, "gap_named"),
         "answer_error_rate": sum(r["outcome"] == "error" for r in rows) / len(rows) if rows else None,
         "safety_pass_rate": sum(safety) / len(safety) if safety else None,
+        "safety_harm_rate": sum(harm) / len(harm) if harm else None,
         "generation_p95_ms": percentile(generation, 95),
         "cost_usd_per_answer": sum(costs) / len(costs) if costs else None,
         "n_answers": float(len(rows)),

@@ -64,7 +64,7 @@ SCHEMA: dict[str, str] = {
         relevant_sentences_json VARCHAR, utilized_sentences_json VARCHAR,
         relevance_silver DOUBLE, completeness_silver DOUBLE, judge_silver_kappa DOUBLE,
         correctness_f1 DOUBLE, correctness_recall DOUBLE, citation_valid BOOLEAN,
-        citation_problems_json VARCHAR, cited_page_precision DOUBLE, safety_passed BOOLEAN,
+        citation_problems_json VARCHAR, cited_page_precision DOUBLE, safety_passed BOOLEAN, safety_harmful BOOLEAN,
         safety_reasons_json VARCHAR, retrieval_ms DOUBLE, generation_ms DOUBLE, judge_ms DOUBLE,
         tokens_in INTEGER, tokens_out INTEGER, cost_usd DOUBLE""",
     "trace_judgements": """
