@@ -24,7 +24,7 @@ VARIABLES = {
     "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus)",
     "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench)",
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
-    "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's 3000; tests use few)",
+    "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
     "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
     "GATES": "gates.yaml the eval run judges (default eval/gates.yaml)",

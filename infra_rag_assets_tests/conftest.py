@@ -185,6 +185,27 @@ def built_index(tmp_path_factory):
     return {"home": base / "home", "version": version, "sources": sources, "corpus": corpus}
 
 
+@pytest.fixture(scope="session")
+def judged_index(built_index, tmp_path_factory):
+    """The built fixture index plus its support judge (trained on a few hundred fixture pairs)."""
+    import dagster as dg
+
+    from infra_rag_assets.control.builds import materialize_version
+    from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+
+    home = tmp_path_factory.mktemp("judged_index") / "home"
+    shutil.copytree(built_index["home"], home)
+    store = DataHomeResource(home=str(home))
+    settings = BuildResource(sources_file=str(built_index["sources"]))
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("index_version", [built_index["version"]])
+        result = materialize_version(
+            built_index["version"], ["support_judge"], instance, store, settings, EmbedderResource(batch_size=16)
+        )
+        assert result.success
+    return {**built_index, "home": home}
+
+
 @pytest.fixture
 def fresh_home(built_index, tmp_path):
     """A private copy of the built data home (safe to write releases and traces into)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infra_rag_assets.rag.judge import support_judge
 from infra_rag_assets.rag.judge.calibration import auroc, expected_calibration_error, fit_platt, reliability
 from infra_rag_assets.rag.judge.judge_pairs import (
     MUTATIONS,
@@ -26,9 +27,16 @@ from infra_rag_assets.rag.judge.judge_pairs import (
     mutate,
     page_split,
     paraphrase,
+    split_for_calibration,
     window,
 )
-from infra_rag_assets.rag.judge.support_judge import JUDGE_JSON, JudgeRecipe, SupportJudge, judge_key, train_support_judge
+from infra_rag_assets.rag.judge.support_judge import (
+    JUDGE_JSON,
+    JudgeRecipe,
+    SupportJudge,
+    judge_key,
+    train_support_judge,
+)
 
 TOPICS = [
     ("deployment", "Deployment", "replicas", "maxSurge"),
@@ -73,20 +81,24 @@ def _train_rows() -> list[dict]:
 def test_mutations_change_one_fact_and_paraphrase_keeps_the_words():
     rng = random.Random(0)
     claim = "The kubelet must not restart a Deployment more than 3 times per hour."
-    assert mutate("number", claim, rng) != claim and "3 times" not in mutate("number", claim, rng)
+    changed = mutate("number", claim, rng)
+    assert changed is not None and "3 times" not in changed and changed.endswith("times per hour.")
     assert mutate("negation", "Pods must restart quickly.", rng) == "Pods must not restart quickly."
-    assert mutate("negation", claim, rng) in {claim.replace("must not", "must"), claim.replace("is", "is not")}
+    flipped = {mutate("negation", claim, random.Random(seed)) for seed in range(20)}
+    assert flipped == {claim.replace("must not", "must"), claim.replace("more", "less")}  # one cue at a time
     swapped = mutate("component", claim, rng)
     assert swapped != claim and ("kubelet" not in swapped or "Deployment" not in swapped)
     ident = mutate("identifier", "Set `maxSurge` to 2 for faster rollouts.", rng, ["`backoffLimit`", "camelCase"])
     assert ident == "Set `backoffLimit` to 2 for faster rollouts."  # same shape: backticked for backticked
     assert all(mutate(kind, "Nothing here changes at all in this plain sentence.", rng) is None for kind in MUTATIONS)
-    for text in (claim, "If the value is missing, the Job uses a default of 2.", "Pods (and only pods) are shown."):
-        reworded = paraphrase(text, rng)
-        assert reworded != text and {"default", "Job"} <= set(reworded.split()) if "Job" in text else reworded != text
     assert paraphrase("If the value is missing, the Job uses a default.", rng) == (
         "The Job uses a default if the value is missing."
     )
+    assert paraphrase("Pods keep logs (for a while) on the node they ran on.", rng) == (
+        "Pods keep logs on the node they ran on."
+    )
+    lead = paraphrase("Pods are shown.", rng)
+    assert lead.endswith("pods are shown.") and lead != "Pods are shown."
 
 
 @pytest.mark.unit
@@ -140,6 +152,13 @@ def test_page_split_and_the_train_split_guard(tmp_path: Path):
     docs = [f"kubernetes:p{i}" for i in range(20)]
     held = page_split(docs + docs, 0.25, seed=1)
     assert len(held) == 5 and held == page_split(list(reversed(docs)), 0.25, seed=1)
+    pairs = build_judge_pairs(_chunks(), _train_rows(), max_pairs=60, seed=0, window_chars=400)
+    train, calibration, pages = split_for_calibration(pairs, 0.25, seed=1)
+    assert sorted(train + calibration, key=repr) == sorted(pairs, key=repr)
+    if pages:  # by page: no page on both sides
+        assert {p.doc_id for p in calibration} == pages and not pages & {p.doc_id for p in train}
+    for task in (SUPPORT, RELEVANCE):  # whichever way it split, each task can be calibrated
+        assert {p.label for p in calibration if p.task == task} == {0, 1}
     (tmp_path / "qa_eval.jsonl").write_text('{"question": "q"}\n')
     with pytest.raises(ValueError, match="train split only"):
         load_train_rows(tmp_path / "qa_eval.jsonl")
@@ -175,19 +194,19 @@ def test_judge_key_is_a_content_address():
 
 
 @pytest.mark.unit
-def test_train_load_score_end_to_end(tmp_path: Path):
+def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     recipe = JudgeRecipe(
         max_pairs=64, batch_size=16, train_seq_length=64, max_seq_length=96, layers=1, calibration_share=0.25
     )
     pairs = build_judge_pairs(_chunks(), _train_rows(), max_pairs=recipe.max_pairs, seed=0, window_chars=300)
     target = tmp_path / "judges" / "k1"
     steps = []
-    record = train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe, progress=lambda s, t, _: steps.append(t))
+    record = train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe, progress=lambda _s, t, _l: steps.append(t))
     assert steps and steps[-1] == record["steps"] and record["train_pairs"] + record["calibration_pairs"] == len(pairs)
     assert sorted(p.name for p in target.parent.iterdir()) == ["k1"]  # staging renamed, nothing left
     saved = json.loads((target / JUDGE_JSON).read_text())
     assert saved["recipe"] == recipe.to_dict() and saved["composition"] == pairs.composition
-    assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(saved["calibrators"][SUPPORT]["weights"]) == 5
+    assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(saved["calibrators"][SUPPORT]["weights"]) == 4
     with pytest.raises(FileExistsError):
         train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe)
 
@@ -203,3 +222,8 @@ def test_train_load_score_end_to_end(tmp_path: Path):
     assert judge.support([], []) == [] and judge.relevance([], []) == []
     with pytest.raises(ValueError):
         judge.support(["one"], [])
+    # calibrated on int8 scores: a torch without quantize_dynamic scores in fp32 and says so
+    monkeypatch.setattr(support_judge, "quantized", lambda _model: None)
+    fallback = SupportJudge.load(target)
+    assert fallback.identity == judge.identity + "+fp32"
+    assert fallback.support(claims, passages) == pytest.approx(probs, abs=0.05)

@@ -10,8 +10,8 @@ from infra_rag_assets.rag.answer.extractive import answer_extractive
 from infra_rag_assets.rag.evaluate.answer_faults import UNSUPPORTED, damage
 from infra_rag_assets.rag.evaluate.answer_metrics import (
     ChunkRecord,
-    cited_page_precision,
     citations_valid,
+    cited_page_precision,
     cost_usd,
     token_f1_recall,
 )
@@ -51,10 +51,28 @@ def passages() -> list[P]:
     first = DOC.index("The Deployment")
     second = DOC.index("A ReplicaSet")
     return [
-        P("c1", "kubernetes:deploy", "kubernetes", "Deployments", "Rolling", "https://k/deploy/#rolling",
-          DOC[first:second], first, second),  # fmt: skip
-        P("c2", "kubernetes:deploy", "kubernetes", "Deployments", "RS", "https://k/deploy/#rs",
-          DOC[second:], second, len(DOC)),  # fmt: skip
+        P(
+            "c1",
+            "kubernetes:deploy",
+            "kubernetes",
+            "Deployments",
+            "Rolling",
+            "https://k/deploy/#rolling",
+            DOC[first:second],
+            first,
+            second,
+        ),  # fmt: skip
+        P(
+            "c2",
+            "kubernetes:deploy",
+            "kubernetes",
+            "Deployments",
+            "RS",
+            "https://k/deploy/#rs",
+            DOC[second:],
+            second,
+            len(DOC),
+        ),  # fmt: skip
     ]
 
 

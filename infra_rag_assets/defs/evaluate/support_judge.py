@@ -23,10 +23,16 @@ from ..resources import DataHomeResource, default_train_split
 from .judge_report import judge_metadata
 
 
+def _default_pairs() -> int:
+    from ...rag.judge.support_judge import JudgeRecipe
+
+    return settings.judge_pairs(JudgeRecipe.max_pairs)
+
+
 class SupportJudgeConfig(dg.Config):
     max_pairs: int = Field(
-        default_factory=lambda: settings.judge_pairs(3000),
-        description="training + calibration pairs (env INFRA_RAG_JUDGE_PAIRS; 3000 trains in ~4 min on 2 cores)",
+        default_factory=_default_pairs,
+        description="training + calibration pairs (env INFRA_RAG_JUDGE_PAIRS, else the recipe's default)",
     )
     epochs: int = 1
 
@@ -47,8 +53,15 @@ def support_judge(
 ) -> dg.MaterializeResult:
     from ...rag.adapt.training_set import train_data_hash
     from ...rag.index.embedding import resolve_model_path, weights_hash
-    from ...rag.judge.judge_pairs import build_judge_pairs, load_train_rows
-    from ...rag.judge.support_judge import JUDGE_JSON, JudgeRecipe, chunks_hash, judge_key, train_support_judge
+    from ...rag.judge.judge_pairs import load_train_rows
+    from ...rag.judge.support_judge import (
+        JUDGE_JSON,
+        JudgeRecipe,
+        chunks_hash,
+        judge_key,
+        recipe_pairs,
+        train_support_judge,
+    )
     from ...rag.judge.version_judge import write_pointer
 
     home, version = store.data_home(), context.partition_key
@@ -71,9 +84,7 @@ def support_judge(
     if not reused:
         started = time.perf_counter()
         rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
-        pairs = build_judge_pairs(chunks, rows, max_pairs=recipe.max_pairs, seed=recipe.seed,
-                                  window_chars=recipe.window_chars, relevance_share=recipe.relevance_share,
-                                  contradict_share=recipe.contradict_share)  # fmt: skip
+        pairs = recipe_pairs(recipe, chunks, rows)
         context.log.info(f"{len(pairs)} judge pairs {dict(pairs.composition)} in {time.perf_counter() - started:.1f}s")
         target.parent.mkdir(parents=True, exist_ok=True)
         train_support_judge(base, pairs, target, recipe, progress=training_progress(context, "judge training"),

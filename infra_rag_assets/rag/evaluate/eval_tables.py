@@ -102,8 +102,10 @@ def answer_frames(
                 }
                 for metric in ANSWER_METRICS
             ]
+    frame = pl.DataFrame(results, infer_schema_length=None)
+    lists = [c for c in ("relevant", "cited_chunk_ids", "cited_doc_ids") if c in frame.columns]
     return (
-        pl.DataFrame(results, infer_schema_length=None),
+        frame.with_columns(*(pl.col(c).cast(pl.List(pl.String)) for c in lists)),
         pl.DataFrame(metrics, schema=_METRIC_SCHEMA),
     )
 

@@ -59,7 +59,7 @@ def fit_platt(x: np.ndarray | Sequence, labels: Sequence[int], inputs: Sequence[
     return Platt(tuple(inputs), tuple(float(b) for b in beta[:-1]), float(beta[-1]))
 
 
-def auroc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
+def auroc(scores: Sequence[float] | np.ndarray, labels: Sequence[int]) -> float | None:
     """Probability that a random positive outscores a random negative (ties count half)."""
     from scipy.stats import rankdata
 
@@ -71,7 +71,7 @@ def auroc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _bins(probs: Sequence[float], labels: Sequence[int], bins: int) -> list[tuple[str, int, float, float]]:
+def _bins(probs: Sequence[float] | np.ndarray, labels: Sequence[int], bins: int) -> list[tuple[str, int, float, float]]:
     p, y = np.asarray(probs, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     which = np.minimum((p * bins).astype(int), bins - 1)
     return [
@@ -81,7 +81,7 @@ def _bins(probs: Sequence[float], labels: Sequence[int], bins: int) -> list[tupl
     ]
 
 
-def reliability(probs: Sequence[float], labels: Sequence[int], bins: int = 10) -> list[dict]:
+def reliability(probs: Sequence[float] | np.ndarray, labels: Sequence[int], bins: int = 10) -> list[dict]:
     """Equal-width bins of predicted probability: count, mean predicted, observed positive rate."""
     return [
         {"bin": name, "count": n, "mean_predicted": round(mean, 4), "observed_rate": round(rate, 4)}
@@ -89,7 +89,7 @@ def reliability(probs: Sequence[float], labels: Sequence[int], bins: int = 10) -
     ]
 
 
-def expected_calibration_error(probs: Sequence[float], labels: Sequence[int], bins: int = 10) -> float:
+def expected_calibration_error(probs: Sequence[float] | np.ndarray, labels: Sequence[int], bins: int = 10) -> float:
     """Count-weighted mean gap |mean predicted - observed rate| over the reliability bins."""
     table = _bins(probs, labels, bins)
     total = sum(n for _, n, _, _ in table)

@@ -3,7 +3,7 @@
 Support (claim, passage): a chunk sentence against a window of its chunk (positive), also lightly
 reworded (lead-in, dropped parenthetical, swapped conjuncts or clauses), and a train reference
 answer against the chunk of its page that covers it. Negatives are the same sentence changed (a
-number, a negation, an identifier of the page or its neighbours, a sibling component) against
+number, a negation or antonym, an identifier of the page or its neighbours, a sibling component) against
 the window with the original sentence removed (or, for ``contradict_share`` of them, kept: then
 the passage contradicts the claim), a sentence of a neighbouring page against this window, and
 the unchanged sentence against the best BM25 chunk of another page. Without such near misses a
@@ -30,63 +30,41 @@ from ..answer.extractive import sentence_spans
 from ..index.analysis import prose_terms
 from ..index.bm25 import BM25
 
-PAIRS_VERSION = "1"  # bump when the rules below change: trained judges are addressed by it
+PAIRS_VERSION = "2"  # bump when the rules below change: trained judges are addressed by it (2: antonyms)
 SUPPORT, RELEVANCE = "support", "relevance"
-# kind -> (task, label, weight within its task and label)
-KINDS = {
-    "sentence": (SUPPORT, 1, 0.45),
-    "paraphrase": (SUPPORT, 1, 0.35),
-    "answer": (SUPPORT, 1, 0.20),
-    "number": (SUPPORT, 0, 0.15),
-    "negation": (SUPPORT, 0, 0.20),
-    "identifier": (SUPPORT, 0, 0.15),
-    "component": (SUPPORT, 0, 0.15),
-    "neighbour": (SUPPORT, 0, 0.15),
-    "other_page": (SUPPORT, 0, 0.20),
-    "relevant": (RELEVANCE, 1, 1.0),
-    "irrelevant_page": (RELEVANCE, 0, 0.5),
+# fmt: off
+KINDS = {  # kind -> (task, label, weight within its task and label)
+    "sentence": (SUPPORT, 1, 0.45), "paraphrase": (SUPPORT, 1, 0.35), "answer": (SUPPORT, 1, 0.20),
+    "number": (SUPPORT, 0, 0.15), "negation": (SUPPORT, 0, 0.20), "identifier": (SUPPORT, 0, 0.15),
+    "component": (SUPPORT, 0, 0.15), "neighbour": (SUPPORT, 0, 0.15), "other_page": (SUPPORT, 0, 0.20),
+    "relevant": (RELEVANCE, 1, 1.0), "irrelevant_page": (RELEVANCE, 0, 0.5),
     "irrelevant_neighbour": (RELEVANCE, 0, 0.5),
 }
-MUTATIONS = ("number", "negation", "identifier", "component")
 COMPONENT_GROUPS = (
     ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"),
     ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"),
     ("Prometheus", "Alertmanager", "Pushgateway"),
     ("application-controller", "repo-server", "argocd-server", "applicationset-controller", "dex-server"),
-    ("ConfigMap", "Secret"),
-    ("PersistentVolume", "PersistentVolumeClaim", "StorageClass"),
-    ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"),
-    ("Role", "ClusterRole"),
-    ("RoleBinding", "ClusterRoleBinding"),
-    ("liveness", "readiness", "startup"),
-    ("counter", "gauge", "histogram", "summary"),
-    ("Pod", "Node", "Namespace"),
+    ("ConfigMap", "Secret"), ("PersistentVolume", "PersistentVolumeClaim", "StorageClass"),
+    ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"), ("Role", "ClusterRole"),
+    ("RoleBinding", "ClusterRoleBinding"), ("liveness", "readiness", "startup"),
+    ("counter", "gauge", "histogram", "summary"), ("Pod", "Node", "Namespace"),
 )
+# fmt: on
+MUTATIONS = ("number", "negation", "identifier", "component")
+LEXICAL_FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
 _COMPONENT = {n: re.compile(rf"(?<![\w-]){re.escape(n)}(?=s?(?![\w-]))") for g in COMPONENT_GROUPS for n in g}
-_NEGATIONS = tuple(
-    (re.compile(p), r)
-    for p, r in (
-        (r"\bmust not\b", "must"),
-        (r"\bmust\b(?! not)", "must not"),
-        (r"\bcannot\b", "can"),
-        (r"\bcan\b(?! not)", "cannot"),
-        (r"\bshould not\b", "should"),
-        (r"\bshould\b(?! not)", "should not"),
-        (r"\b(do|does) not\b", r"\1"),
-        (r"\bis not\b", "is"),
-        (r"\bis\b(?! not)", "is not"),
-        (r"\bare not\b", "are"),
-        (r"\bare\b(?! not)", "are not"),
-        (r"\bwill not\b", "will"),
-        (r"\bwill\b(?! not)", "will not"),
-        (r"\bnever\b", "always"),
-        (r"\balways\b", "never"),
-        (r"\benabled\b", "disabled"),
-        (r"\bdisabled\b", "enabled"),
-        (r"\brequired\b", "optional"),
-        (r"\boptional\b", "required"),
-    )
+# fmt: off
+_MODALS = ("must", "should", "is", "are", "will", "does", "do")  # "X" <-> "X not"
+_ANTONYMS = (  # swapped both ways, as "negation" mutations
+    ("never", "always"), ("enabled", "disabled"), ("enable", "disable"), ("required", "optional"),
+    ("can", "cannot"), ("up", "down"), ("maximum", "minimum"), ("before", "after"), ("increase", "decrease"),
+    ("more", "less"), ("higher", "lower"), ("true", "false"), ("allow", "deny"), ("include", "exclude"),
 )
+# fmt: on
+_NEGATIONS = tuple(
+    (re.compile(p), r) for w in _MODALS for p, r in ((rf"\b{w} not\b", w), (rf"\b{w}\b(?! not)", f"{w} not"))
+) + tuple((re.compile(rf"\b{a}\b(?! not)"), b) for x, y in _ANTONYMS for a, b in ((x, y), (y, x)))
 NEGATION_CUES = re.compile(r"\b(?:not|never|cannot|no|none|disabled|without)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"(?<![\w.\-/])\d+(?:\.\d+)*(?=(?:%|ms|s|m|h|d|[KMG]i?B?)?(?![\w\-/]))")
 IDENTIFIER = re.compile(r"`[^`\s]{2,60}`|(?<![\w.`-])[a-z]+[A-Z][A-Za-z0-9]*(?![\w`-])")
@@ -127,6 +105,28 @@ def page_split(doc_ids: Iterable[str], share: float, seed: int) -> set[str]:
     return set(random.Random(seed).sample(pages, round(len(pages) * share)))
 
 
+def split_for_calibration(
+    pairs: Sequence[JudgePair], share: float, seed: int
+) -> tuple[list[JudgePair], list[JudgePair], set[str]]:
+    """(train, calibration, held-out pages). By page (``page_split``), so the calibrators and
+    their metrics see passages the model never trained on. A small corpus (a test fixture)
+    whose held-out pages lack a label of a task, or leave nothing to train on, is split by
+    pair instead (no held-out page): its calibration is then in-corpus, and says so."""
+    held = page_split([p.doc_id for p in pairs], share, seed)
+    train = [p for p in pairs if p.doc_id not in held]
+    calibration = [p for p in pairs if p.doc_id in held]
+    tasks = {p.task for p in pairs}
+    if train and all({p.label for p in calibration if p.task == t} == {0, 1} for t in tasks):
+        return train, calibration, held
+    shuffled = list(pairs)
+    random.Random(seed).shuffle(shuffled)
+    cut = max(2, round(len(shuffled) * share))
+    calibration, train = shuffled[:cut], shuffled[cut:]
+    if not train or not all({p.label for p in calibration if p.task == t} == {0, 1} for t in tasks):
+        raise ValueError(f"too few pairs to train and calibrate a judge: {len(pairs)}")
+    return train, calibration, set()
+
+
 def coverage(claim: str, passage: str) -> float:
     """Share of the claim's stemmed content terms found in the passage (1.0 for no terms)."""
     terms = set(prose_terms(claim))
@@ -134,17 +134,17 @@ def coverage(claim: str, passage: str) -> float:
 
 
 def lexical_features(claim: str, passage: str) -> list[float]:
-    """What the mutations change, checked cheaply: claim numbers and identifiers absent from the
-    passage, a negation in one but not the other, and claim terms absent (shares in [0, 1])."""
-    low = passage.lower()
+    """What the mutations change, checked cheaply (``LEXICAL_FEATURES``, shares in [0, 1]): claim
+    numbers and identifiers absent from the passage, a negation in the claim but not in the
+    passage sentence most like it (or the reverse), claim terms absent."""
+    low, numbers = passage.lower(), set(NUMBER.findall(passage))
     nums = NUMBER.findall(claim)
     idents = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)]
-    neg_claim = bool(NEGATION_CUES.search(claim))
     best = max((passage[s:e] for s, e in sentence_spans(passage)), key=lambda t: coverage(claim, t), default=passage)
     return [
-        sum(n not in passage for n in nums) / len(nums) if nums else 0.0,
+        sum(n not in numbers for n in nums) / len(nums) if nums else 0.0,
         sum(i not in low for i in idents) / len(idents) if idents else 0.0,
-        float(neg_claim != bool(NEGATION_CUES.search(best))),
+        float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(best))),
         1.0 - coverage(claim, passage),
     ]
 
@@ -152,33 +152,25 @@ def lexical_features(claim: str, passage: str) -> list[float]:
 def mutate(kind: str, claim: str, rng: random.Random, identifiers: Sequence[str] = ()) -> str | None:
     """The claim with one fact changed by ``kind`` (see ``MUTATIONS``), or None when it has none."""
     if kind == "number":
-        found = list(NUMBER.finditer(claim))
-        if not found:
-            return None
-        m = rng.choice(found)
-        return claim[: m.start()] + _other_number(m.group(), rng) + claim[m.end() :]
-    if kind == "negation":
-        rules = [(p, r) for p, r in _NEGATIONS if p.search(claim)]
-        if not rules:
-            return None
-        pattern, repl = rng.choice(rules)
-        return pattern.sub(repl, claim, count=1)
-    if kind == "identifier":
-        found = list(IDENTIFIER.finditer(claim))
-        m = rng.choice(found) if found else None
-        if m is None:
-            return None
-        shape = m.group().startswith("`")
-        options = [i for i in identifiers if i.startswith("`") == shape and i not in claim]
-        return claim[: m.start()] + rng.choice(options) + claim[m.end() :] if options else None
-    if kind == "component":
-        hits = [(name, m) for name, p in _COMPONENT.items() for m in p.finditer(claim)]
-        if not hits:
-            return None
-        name, m = rng.choice(hits)
-        group = next(g for g in COMPONENT_GROUPS if name in g)
-        return claim[: m.start()] + rng.choice([n for n in group if n != name]) + claim[m.end() :]
-    raise ValueError(f"unknown mutation {kind!r}")
+        edits = [(m, [_other_number(m.group(), rng)]) for m in NUMBER.finditer(claim)]
+    elif kind == "negation":
+        edits = [(m, [m.expand(r)]) for p, r in _NEGATIONS if (m := p.search(claim))]
+    elif kind == "identifier":  # another of the same shape: backticked for backticked
+        edits = [
+            (m, [i for i in identifiers if i.startswith("`") == m.group().startswith("`") and i not in claim])
+            for m in IDENTIFIER.finditer(claim)
+        ]
+    elif kind == "component":
+        edits = [
+            (m, [o for o in g if o != n]) for g in COMPONENT_GROUPS for n in g for m in _COMPONENT[n].finditer(claim)
+        ]
+    else:
+        raise ValueError(f"unknown mutation {kind!r}")
+    edits = [(m, options) for m, options in edits if options]
+    if not edits:
+        return None
+    m, options = rng.choice(edits)
+    return claim[: m.start()] + rng.choice(options) + claim[m.end() :]
 
 
 def _other_number(value: str, rng: random.Random) -> str:
@@ -209,7 +201,7 @@ def paraphrase(claim: str, rng: random.Random) -> str:
 def claim_text(text: str, min_words: int = 6) -> str | None:
     """A sentence as a claim (whitespace collapsed) when it reads like one, else None."""
     claim = " ".join(text.split())
-    ok = 30 <= len(claim) <= 300 and "|" not in claim and not claim.endswith(":")
+    ok = 30 <= len(claim) <= 300 and "|" not in claim and claim.rstrip("\"')`*")[-1:] in (".", "!", "?")
     return claim if ok and len(_WORD.findall(claim)) >= min_words and claim[0].isupper() else None
 
 
@@ -301,7 +293,7 @@ def build_judge_pairs(
     chunks: Iterable[Mapping],
     train_rows: Sequence[Mapping] = (),
     *,
-    max_pairs: int = 3000,
+    max_pairs: int = 4000,
     seed: int = 0,
     window_chars: int = 600,
     relevance_share: float = 0.3,
@@ -321,8 +313,10 @@ def build_judge_pairs(
     _sentence_pairs(corpus, pools, rng, window_chars, contradict_share)
     chosen = JudgePairs()
     for g, kinds in groups.items():
+        # as many of this label as the other label of the task can match: the mix stays 50/50
+        both = [sum(len(pools.pairs[k]) for k in groups[(g[0], lab)]) for lab in (0, 1)]
         have = {k: len(pools.pairs[k]) for k in kinds}
-        for k, n in _allocate(round(targets[g]), {k: KINDS[k][2] for k in kinds}, have).items():
+        for k, n in _allocate(min(round(targets[g]), *both), {k: KINDS[k][2] for k in kinds}, have).items():
             chosen.extend(pools.pairs[k][:n])
     rng.shuffle(chosen)
     chosen.composition = {

@@ -1,7 +1,7 @@
 """The cross-encoder under the support judge: loading, pair encoding, training loop, scoring.
 
-A plain PyTorch loop over MiniLM's BERT encoder with a new one-logit head on its mean-pooled
-tokens (``MeanPoolScorer``), binary cross-entropy: sentence-transformers' ``CrossEncoder.fit`` needs
+A plain PyTorch loop over MiniLM's BERT encoder with a new one-logit head on token alignment
+(``AlignmentScorer``), binary cross-entropy: sentence-transformers' ``CrossEncoder.fit`` needs
 ``accelerate`` and ``datasets``, which this project does not install (as ``adapt/finetune.py``
 found for the bi-encoder, whose warmup schedule and clipping this loop reuses).
 
@@ -26,6 +26,7 @@ from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup, _re
 from ..index.embedding import offline_models
 from .judge_pairs import RELEVANCE, SUPPORT, JudgePair
 
+TASKS = (SUPPORT, RELEVANCE)  # head rows, in this order
 PREFIX = {SUPPORT: "support: ", RELEVANCE: "relevance: "}
 HEAD_FILE = "head.safetensors"
 MIN_SECOND_TOKENS = 32
@@ -33,33 +34,57 @@ CHARS_PER_TOKEN = 4  # only to sort by length before tokenizing
 TrainProgress = Callable[[int, int, float], None]  # (step, total_steps, running mean loss)
 
 
-class MeanPoolScorer(torch.nn.Module):
-    """MiniLM's encoder, mean-pooled, and one linear logit.
+class AlignmentScorer(torch.nn.Module):
+    """MiniLM's encoder over (claim, passage) jointly, scored by how well each claim token is
+    matched: for every claim token its best cosine to any passage token, then the mean and the
+    minimum over the claim (one changed number or name is one unmatched token), and a linear
+    logit on those two.
 
-    Not ``AutoModelForSequenceClassification``: its head reads the [CLS] state, and in
-    all-MiniLM-L6-v2 (trained with mean pooling) that state is nearly the same for every input,
-    so its gradients into the encoder are ~1e-4 and a few thousand pairs left the loss at
-    ln 2 (measured). Mean pooling is what this encoder was trained to make informative.
+    Not ``AutoModelForSequenceClassification``: its head reads the [CLS] state, which in
+    all-MiniLM-L6-v2 (trained with mean pooling) is nearly the same for every input, so a few
+    thousand pairs left the loss at ln 2. A mean-pooled head learned slowly too (support AUROC
+    0.65 after 900 pairs, this head 0.94: tuning notes in eval/results/support_judge.json).
     """
 
-    def __init__(self, encoder: Any) -> None:
+    def __init__(self, encoder: Any, skip: int, sep_id: int, task_tokens: Sequence[int]) -> None:
         super().__init__()
         self.encoder = encoder
-        self.dropout = torch.nn.Dropout(0.1)
-        self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
-        torch.nn.init.normal_(self.head.weight, std=0.02)
-        torch.nn.init.zeros_(self.head.bias)
+        self.skip = skip  # [CLS] + the task prefix: not claim tokens
+        self.sep_id = sep_id  # [SEP] ends both segments: not a token to match
+        self.register_buffer("task_tokens", torch.tensor(list(task_tokens)), persistent=False)
+        self.head = TaskHead(len(task_tokens), 2)
 
-    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
         hidden = self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return self.head(self.dropout(pooled)).squeeze(-1)
+        real = attention_mask.bool() & (input_ids != self.sep_id)
+        claim, passage = real & (token_type_ids == 0), real & (token_type_ids == 1)
+        claim[:, : self.skip] = False
+        unit = torch.nn.functional.normalize(hidden, dim=-1)
+        sim = (unit @ unit.transpose(1, 2)).masked_fill(~passage.unsqueeze(1), -1.0)
+        best = sim.max(-1).values  # each token's best passage match
+        count = claim.sum(1).clamp(min=1)
+        mean = (best * claim).sum(1) / count
+        worst = best.masked_fill(~claim, 1.0).min(1).values
+        task = (input_ids[:, 1:2] == self.task_tokens).float().argmax(-1)  # the prefix's first token
+        return self.head(torch.stack([mean, worst], -1), task)
 
 
-def load_cross_encoder(path: str | Path, *, layers: int = 0) -> tuple[Any, MeanPoolScorer]:
+class TaskHead(torch.nn.Module):
+    """One linear logit per task over the alignment features, starting as their plain sum
+    (already a useful score: AUROC ~0.92 untrained) rather than from noise."""
+
+    def __init__(self, tasks: int, features: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(tasks, features))
+        self.bias = torch.nn.Parameter(torch.zeros(tasks))
+
+    def forward(self, features: Any, task: Any) -> Any:
+        return (features * self.weight[task]).sum(-1) + self.bias[task]
+
+
+def load_cross_encoder(path: str | Path, *, layers: int = 0) -> tuple[Any, AlignmentScorer]:
     """(tokenizer, model) from a local directory only: the MiniLM base (new head) or a saved
     judge model (its ``HEAD_FILE``). ``layers`` keeps only the first encoder layers: each one
     dropped cuts training and scoring time by a sixth, and the judge scores thousands of pairs
@@ -82,14 +107,18 @@ def load_cross_encoder(path: str | Path, *, layers: int = 0) -> tuple[Any, MeanP
     if layers and layers < encoder.config.num_hidden_layers:
         encoder.encoder.layer = encoder.encoder.layer[:layers]
         encoder.config.num_hidden_layers = layers
-    model = MeanPoolScorer(encoder)
+    prefix_tokens = {len(tokenizer.tokenize(p)) for p in PREFIX.values()}
+    if len(prefix_tokens) != 1:
+        raise ValueError(f"task prefixes must tokenize to the same length: {PREFIX}")
+    tasks = [tokenizer(PREFIX[t], add_special_tokens=False)["input_ids"][0] for t in TASKS]
+    model = AlignmentScorer(encoder, 1 + prefix_tokens.pop(), tokenizer.sep_token_id, tasks)
     if (Path(path) / HEAD_FILE).is_file():
         model.head.load_state_dict(load_file(str(Path(path) / HEAD_FILE)))
     model.eval()
     return tokenizer, model
 
 
-def save_cross_encoder(model: MeanPoolScorer, tokenizer: Any, directory: Path) -> None:
+def save_cross_encoder(model: AlignmentScorer, tokenizer: Any, directory: Path) -> None:
     """Encoder + tokenizer as a transformers directory, the head beside them (all hashed by
     ``weights_hash``: it reads every .safetensors file)."""
     from safetensors.torch import save_file
@@ -134,7 +163,7 @@ def length_batches(lengths: Sequence[int], batch_size: int, seed: int) -> list[l
     order = list(range(len(lengths)))
     rng.shuffle(order)
     span = batch_size * 8
-    batches = []
+    batches: list[list[int]] = []
     for start in range(0, len(order), span):
         window = sorted(order[start : start + span], key=lambda i: lengths[i])
         batches.extend(window[i : i + batch_size] for i in range(0, len(window), batch_size))
