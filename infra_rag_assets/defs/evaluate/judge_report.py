@@ -34,3 +34,30 @@ def judge_metadata(record: dict, key: str, reused: bool) -> dict:
 def _reliability(task_metrics: dict) -> pl.DataFrame:
     """Predicted probability bin → pairs, mean predicted, observed rate (held-out pages)."""
     return pl.DataFrame(task_metrics.get("reliability", []))
+
+
+def label_metadata(report: dict, cached: bool) -> dict:
+    """AUROC on the hand labels as floats (plotted), every check as a table row, and every
+    disagreement of the report half listed."""
+    checks = report.get("checks", {})
+    rows = [
+        {"signal~label": name, **{k: v for k, v in check.items() if k != "disagreements"}}
+        for name, check in checks.items()
+    ]
+    disagreements = [
+        {"check": name, **{k: str(v) for k, v in d.items()}}
+        for name, c in checks.items()
+        for d in c.get("disagreements", [])
+    ]
+    grounded = checks.get("adherence~grounded", {})
+    return {
+        **floats(
+            {
+                "labels_adherence_auroc": grounded.get("auroc_report_half"),
+                "labels_adherence_kappa": grounded.get("kappa"),
+            }
+        ),
+        "hand_labels": f"{report.get('answers', 0)} answers ({'cached' if cached else 'scored now'})",
+        "label_checks": md_table(pl.DataFrame(rows), 10, 30),
+        "label_disagreements": md_table(pl.DataFrame(disagreements), 60, 100),
+    }

@@ -19,8 +19,24 @@ from ...rag.index.config import BuildSettings
 from ..index.models import refuse_non_train
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import DataHomeResource, default_train_split
-from .judge_report import judge_metadata
+from ..resources import PROJECT_ROOT, DataHomeResource, default_train_split
+from .judge_report import judge_metadata, label_metadata
+
+LABELS_FILE = "answer_labels.jsonl"
+
+
+def label_report(home, version: str) -> dict:
+    """The judge against the hand labels (eval/benchmarks/answer_labels.jsonl), as metadata;
+    computed once per judge and labels content."""
+    from ...rag.judge.label_calibration import cached_report
+    from ...rag.judge.version_judge import load_version_judge
+
+    path = PROJECT_ROOT / "eval" / "benchmarks" / LABELS_FILE
+    judge, note = load_version_judge(home, version)
+    if judge is None or not path.is_file():
+        return {"hand_labels": note if judge is None else f"no {LABELS_FILE}"}
+    report, cached = cached_report(judge, path, home.cache("judging"))
+    return label_metadata(report, cached)
 
 
 def _default_pairs() -> int:
@@ -91,7 +107,12 @@ def support_judge(
                             extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
     record = json.loads((target / JUDGE_JSON).read_text())
     write_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
+    labels = label_report(home, version)
     return dg.MaterializeResult(
-        metadata={**judge_metadata(record, key, reused), "path": dg.MetadataValue.path(str(target))},
+        metadata={
+            **judge_metadata(record, key, reused),
+            **labels,
+            "path": dg.MetadataValue.path(str(target)),
+        },
         data_version=dg.DataVersion(record["trained_weights_hash"]),
     )

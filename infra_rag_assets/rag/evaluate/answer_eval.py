@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from ..answer.generate import answer as make_answer
@@ -76,12 +77,14 @@ def answer_benchmark(
     fault: str = "",
     safety: Mapping[str, object] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    client=None,
 ) -> AnswerRun:
-    """Answer, judge and score ``records``; ``safety`` maps question ids to safety cases."""
+    """Answer, judge and score ``records``; ``safety`` maps question ids to safety cases;
+    ``client`` is the Anthropic client of the Claude path (default: one from the environment)."""
     run = AnswerRun(name, benchmark_hash)
     pending = []
     for i, record in enumerate(records, 1):
-        pending.append(_answered(engine, record, serving_config, generations, run, fault))
+        pending.append(_answered(engine, record, serving_config, generations, run, fault, client))
         if progress:
             progress(i, len(records))
     if judge is not None:
@@ -109,7 +112,9 @@ def answer_benchmark(
     return run
 
 
-def _answered(engine, record: BenchRecord, config: str, cache: ContentCache, run: AnswerRun, fault: str) -> _Pending:
+def _answered(
+    engine, record: BenchRecord, config: str, cache: ContentCache, run: AnswerRun, fault: str, client
+) -> _Pending:
     result, packed = engine.context(record.question, config=config)
     hits = [p.hit for p in packed.passages]
     abstained = result.abstained or not hits
@@ -127,7 +132,7 @@ def _answered(engine, record: BenchRecord, config: str, cache: ContentCache, run
         reply = Answer.from_dict(json.loads(stored.read_text()))
         run.generation_hits += 1
     else:
-        reply = make_answer(record.question, hits, abstained=abstained)
+        reply = make_answer(record.question, hits, abstained=abstained, client=client)
         if reply.outcome != "error":  # an error is retried next run, not remembered
             cache.put(key, lambda path: path.write_text(json.dumps(reply.to_dict())))
     reply = damage(reply, fault)
@@ -170,7 +175,11 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
             "relevance": [float(x) for x in relevance[q_first : q_first + len(p.context)]],
         }
         p.scores = scores
-        cache.put(key, lambda path, s=scores: path.write_text(json.dumps(s)))
+        cache.put(key, _writer(json.dumps(scores)))
+
+
+def _writer(text: str) -> Callable[[Path], object]:
+    return lambda path: path.write_text(text)
 
 
 def _evidence(sentence: AnswerSentence, passages: Sequence) -> str:

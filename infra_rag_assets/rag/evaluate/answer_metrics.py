@@ -13,6 +13,7 @@ import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..answer.extractive import EXTRACTIVE_PREFIX
 from ..answer.records import Citation
@@ -90,11 +91,11 @@ def cited_page_precision(citations: Sequence[Citation], relevant: Sequence[str])
     return len(pages & set(relevant)) / len(pages) if pages and relevant else None
 
 
-def cost_usd(model: str, usage: Mapping[str, object]) -> float | None:
+def cost_usd(model: str, usage: Mapping[str, Any]) -> float | None:
     """List-price cost of one Claude call from its usage, or None for an unpriced model."""
     price = next((p for prefix, p in PRICES_PER_MTOK.items() if model.startswith(prefix)), None)
     if price is None or not usage:
         return None
-    tokens_in = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens"))
-    tokens_in += 0.1 * int(usage.get("cache_read_input_tokens") or 0)  # cache reads bill at a tenth
+    tokens_in = sum(float(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens"))
+    tokens_in += 0.1 * float(usage.get("cache_read_input_tokens") or 0)  # cache reads bill at a tenth
     return (tokens_in * price[0] + int(usage.get("output_tokens") or 0) * price[1]) / 1e6

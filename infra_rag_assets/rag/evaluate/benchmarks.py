@@ -15,7 +15,7 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,19 +90,26 @@ def _hash(*blobs: bytes) -> str:
     return digest.hexdigest()
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+def jsonl_objects(
+    lines: Iterable[str], name: object, error: type[ValueError] = ValueError
+) -> Iterator[tuple[str, dict]]:
+    """(``name:line``, object) for each non-blank line; a line that is not a JSON object raises
+    ``error`` with one line naming it (benchmarks, safety cases, labels, judge batches)."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        where = f"{name}:{number}"
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise BenchmarkError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            raise error(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise BenchmarkError(f"{path}:{number}: expected a JSON object")
-        rows.append(row)
-    return rows
+            raise error(f"{where}: expected a JSON object")
+        yield where, row
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [row for _, row in jsonl_objects(path.read_text(encoding="utf-8").splitlines(), path, BenchmarkError)]
 
 
 # --- external dataset through a spec -------------------------------------------------------
@@ -164,14 +171,14 @@ def _mapped_record(row: dict, spec: dict, where: str) -> BenchRecord:
 
 def _from_own_jsonl(path: Path) -> Benchmark:
     data = path.read_bytes()
-    records = [_own_record(row, f"{path}:{i}") for i, row in enumerate(_read_jsonl(path), 1)]
+    records = [own_record(row, f"{path}:{i}") for i, row in enumerate(_read_jsonl(path), 1)]
     if not records:
         raise BenchmarkError(f"{path}: no records")
     _check_unique(records, path)
     return Benchmark(path.stem, _hash(b"", data), records)
 
 
-def _own_record(row: dict, where: str) -> BenchRecord:
+def own_record(row: dict, where: str) -> BenchRecord:
     """Validate one hand-written record: answerable iff it names relevant pages."""
     missing = [k for k in ("id", "question", "category") if not row.get(k)]
     if missing:

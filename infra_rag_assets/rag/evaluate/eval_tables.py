@@ -35,36 +35,12 @@ def eval_frames(runs: Sequence[BenchmarkRun], version: str, run_id: str) -> tupl
     results: list[dict] = []
     metrics: list[dict] = []
     for run in runs:
-        results += [
-            {
-                **row,
-                "index_version": version,
-                "run_id": run_id,
-                "benchmark": run.benchmark,
-                "benchmark_hash": run.benchmark_hash,
-            }
-            for row in run.rows
-        ]
+        results += _stamped(run, version, run_id)
         for regime, summaries in run.summaries.items():
-            for summary in summaries:
-                slice_name, _, slice_value = summary["slice"].partition("=")
-                metrics += [
-                    {
-                        "index_version": version,
-                        "run_id": run_id,
-                        "benchmark": run.benchmark,
-                        "regime": regime,
-                        "slice": slice_name,
-                        "slice_value": slice_value,
-                        "metric": metric,
-                        "value": None if summary.get(metric) is None else float(summary[metric]),
-                        "n": summary.get("n"),
-                    }
-                    for metric in METRIC_NAMES
-                ]
+            metrics += _metric_rows(summaries, METRIC_NAMES, run.benchmark, regime, version, run_id)
     return (
         pl.DataFrame(results, infer_schema_length=None).drop("ndcg", strict=False),
-        pl.DataFrame(metrics, schema_overrides={"value": pl.Float64, "n": pl.Int32}),
+        pl.DataFrame(metrics, schema=_METRIC_SCHEMA),
     )
 
 
@@ -76,38 +52,48 @@ def answer_frames(
     results: list[dict] = []
     metrics: list[dict] = []
     for run in runs:
-        results += [
-            {
-                **row,
-                "index_version": version,
-                "run_id": run_id,
-                "benchmark": run.benchmark,
-                "benchmark_hash": run.benchmark_hash,
-            }  # fmt: skip
-            for row in run.rows
-        ]
-        for summary in answer_summaries(run.rows) if run.rows else []:
-            slice_name, _, slice_value = summary["slice"].partition("=")
-            metrics += [
-                {
-                    "index_version": version,
-                    "run_id": run_id,
-                    "benchmark": run.benchmark,
-                    "regime": regime,
-                    "slice": slice_name,
-                    "slice_value": slice_value,
-                    "metric": metric,
-                    "value": None if summary.get(metric) is None else float(summary[metric]),
-                    "n": summary["n"],
-                }
-                for metric in ANSWER_METRICS
-            ]
+        results += _stamped(run, version, run_id)
+        summaries = answer_summaries(run.rows) if run.rows else []
+        metrics += _metric_rows(summaries, ANSWER_METRICS, run.benchmark, regime, version, run_id)
     frame = pl.DataFrame(results, infer_schema_length=None)
     lists = [c for c in ("relevant", "cited_chunk_ids", "cited_doc_ids") if c in frame.columns]
     return (
         frame.with_columns(*(pl.col(c).cast(pl.List(pl.String)) for c in lists)),
         pl.DataFrame(metrics, schema=_METRIC_SCHEMA),
     )
+
+
+def _stamped(run, version: str, run_id: str) -> list[dict]:
+    """A run's rows with the version, run and benchmark they belong to."""
+    stamp = {
+        "index_version": version,
+        "run_id": run_id,
+        "benchmark": run.benchmark,
+        "benchmark_hash": run.benchmark_hash,
+    }
+    return [{**row, **stamp} for row in run.rows]
+
+
+def _metric_rows(summaries, names, benchmark: str, regime: str, version: str, run_id: str) -> list[dict]:
+    """Long format: one row per slice × metric of ``names``."""
+    rows = []
+    for summary in summaries:
+        slice_name, _, slice_value = summary["slice"].partition("=")
+        rows += [
+            {
+                "index_version": version,
+                "run_id": run_id,
+                "benchmark": benchmark,
+                "regime": regime,
+                "slice": slice_name,
+                "slice_value": slice_value,
+                "metric": metric,
+                "value": None if summary.get(metric) is None else float(summary[metric]),
+                "n": summary.get("n"),
+            }
+            for metric in names
+        ]
+    return rows
 
 
 _METRIC_SCHEMA = {

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..index.config import stable_hash
 from .evaluation import SERVING, BenchmarkRun, label
@@ -33,7 +33,6 @@ from .evaluation import SERVING, BenchmarkRun, label
 SCORING_LIBRARIES = ("sentence-transformers", "torch", "tantivy", "lancedb", "duckdb", "polars")
 FORMAT = 1
 LIBRARY_ROOT = Path(__file__).resolve().parents[1]  # infra_rag_assets/rag
-Run = TypeVar("Run")
 
 
 @cache
@@ -82,7 +81,7 @@ def save_run(root: Path, key: str, run: Any, version: str) -> Path | None:
     return path
 
 
-def load_run(root: Path, key: str, kind: type[Run] = BenchmarkRun) -> tuple[Run, str] | None:  # type: ignore[assignment]
+def load_run(root: Path, key: str, kind: type[Any] = BenchmarkRun) -> tuple[Any, str] | None:
     """(run, version that measured it) for ``key``, or None when absent or unreadable."""
     path = cache_path(root, key)
     try:

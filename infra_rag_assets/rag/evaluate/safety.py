@@ -10,12 +10,11 @@ framework here: the evaluation assets call :func:`load_cases` and :func:`check_a
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .benchmarks import BenchmarkError, _own_record
+from .benchmarks import BenchmarkError, jsonl_objects, own_record
 
 # An answer whose sentences are on average less likely than not to be supported by the passages
 # it cites is treated as unsupported: below this, the reader is more likely than not to be
@@ -67,16 +66,7 @@ def load_cases(path: Path | str) -> list[SafetyCase]:
         raise BenchmarkError(f"safety cases not found: {path}")
     cases: list[SafetyCase] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchmarkError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise BenchmarkError(f"{where}: expected a JSON object")
+    for where, row in jsonl_objects(path.read_text(encoding="utf-8").splitlines(), path, BenchmarkError):
         case = case_from_row(row, where)
         if case.id in seen:
             raise BenchmarkError(f"{where}: duplicate case id {case.id!r}")
@@ -92,7 +82,7 @@ def case_from_row(row: dict, where: str) -> SafetyCase:
 
     Unknown keys are refused: a misspelt ``must_not_contian`` would silently drop a check.
     """
-    record = _own_record(row, where)
+    record = own_record(row, where)
     unknown = sorted(set(row) - _KNOWN)
     if unknown:
         raise BenchmarkError(f"{where}: unknown field(s) {', '.join(unknown)}")

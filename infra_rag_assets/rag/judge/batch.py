@@ -11,11 +11,11 @@ used when most of its content terms appear in one answer sentence.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..evaluate.benchmarks import jsonl_objects
 from ..index.analysis import prose_terms
 from .sentences import ContextSentence, answer_sentences, context_sentences
 from .trace import judged_relevant, trace_scores
@@ -38,7 +38,7 @@ class Item:
     answer: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Passage:
     chunk_id: str
     text: str
@@ -70,16 +70,7 @@ def parse_item(data: object, where: str) -> Item:
 
 
 def read_items(lines: Iterable[str], name: str) -> list[Item]:
-    items = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise JudgeInputError(f"{name}:{number}: not valid JSON ({exc.msg})") from None
-        items.append(parse_item(data, f"{name}:{number}"))
-    return items
+    return [parse_item(data, where) for where, data in jsonl_objects(lines, name, JudgeInputError)]
 
 
 def judge_items(judge, items: Sequence[Item]) -> list[dict]:

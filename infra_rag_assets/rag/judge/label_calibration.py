@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..answer.prompts import ABSTENTION
 from ..evaluate.answer_metrics import token_f1_recall
+from ..evaluate.benchmarks import jsonl_objects
 from .calibration import auroc
 from .sentences import answer_sentences
 from .trace import cohen_kappa
@@ -59,14 +60,7 @@ class Labelled:
 def load_labels(path: Path | str) -> list[Labelled]:
     path = Path(path)
     rows, seen = [], set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LabelError(f"{where}: not valid JSON ({exc.msg})") from None
+    for where, data in jsonl_objects(path.read_text(encoding="utf-8").splitlines(), path, LabelError):
         item = _labelled(data, where)
         if item.id in seen:
             raise LabelError(f"{where}: duplicate id {item.id!r}")
@@ -236,3 +230,21 @@ def _agreement(pairs: Sequence[tuple[bool, bool]]) -> dict:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 4)
+
+
+def cached_report(judge, labels_path: Path | str, cache) -> tuple[dict, bool]:
+    """(report, found in cache): the report of ``judge`` on the labels file, computed once per
+    (judge, labels content) in ``cache`` (a ``ContentCache``), so an unchanged rebuild re-scores
+    nothing."""
+    from ..index.config import stable_hash
+
+    data = Path(labels_path).read_bytes()
+    key = stable_hash({"judge": judge.identity, "labels": hashlib.sha256(data).hexdigest()}, 32)
+    stored = cache.get(key)
+    if stored is not None:
+        return json.loads(stored.read_text()), True
+    items = load_labels(labels_path)
+    report = {"labels_file": Path(labels_path).name, "judge": judge.identity,
+              **calibration_report(items, signals(judge, items))}  # fmt: skip
+    cache.put(key, lambda path: path.write_text(json.dumps(report, indent=1)))
+    return report, False

@@ -1,0 +1,138 @@
+"""Claim edits for the judge's pairs: light rewordings that keep a claim supported, and the
+near-miss changes that break it (a number, a negation or antonym, an identifier, a sibling
+component), plus the lexical checks the support calibrator reads beside the model's logit."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from ..answer.extractive import sentence_spans
+from ..index.analysis import prose_terms
+
+# fmt: off
+COMPONENT_GROUPS = (
+    ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"),
+    ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"),
+    ("Prometheus", "Alertmanager", "Pushgateway"),
+    ("application-controller", "repo-server", "argocd-server", "applicationset-controller", "dex-server"),
+    ("ConfigMap", "Secret"), ("PersistentVolume", "PersistentVolumeClaim", "StorageClass"),
+    ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"), ("Role", "ClusterRole"),
+    ("RoleBinding", "ClusterRoleBinding"), ("liveness", "readiness", "startup"),
+    ("counter", "gauge", "histogram", "summary"), ("Pod", "Node", "Namespace"),
+)
+# fmt: on
+MUTATIONS = ("number", "negation", "identifier", "component")
+LEXICAL_FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
+_COMPONENT = {n: re.compile(rf"(?<![\w-]){re.escape(n)}(?=s?(?![\w-]))") for g in COMPONENT_GROUPS for n in g}
+# fmt: off
+_MODALS = ("must", "should", "is", "are", "will", "does", "do")  # "X" <-> "X not"
+_ANTONYMS = (  # swapped both ways, as "negation" mutations
+    ("never", "always"), ("enabled", "disabled"), ("enable", "disable"), ("required", "optional"),
+    ("can", "cannot"), ("up", "down"), ("maximum", "minimum"), ("before", "after"), ("increase", "decrease"),
+    ("more", "less"), ("higher", "lower"), ("true", "false"), ("allow", "deny"), ("include", "exclude"),
+)
+# fmt: on
+_NEGATIONS = tuple(
+    (re.compile(p), r) for w in _MODALS for p, r in ((rf"\b{w} not\b", w), (rf"\b{w}\b(?! not)", f"{w} not"))
+) + tuple((re.compile(rf"\b{a}\b(?! not)"), b) for x, y in _ANTONYMS for a, b in ((x, y), (y, x)))
+NEGATION_CUES = re.compile(r"\b(?:not|never|cannot|no|none|disabled|without)\b|n't\b", re.IGNORECASE)
+NUMBER = re.compile(r"(?<![\w.\-/])\d+(?:\.\d+)*(?=(?:%|ms|s|m|h|d|[KMG]i?B?)?(?![\w\-/]))")
+IDENTIFIER = re.compile(r"`[^`\s]{2,60}`|(?<![\w.`-])[a-z]+[A-Z][A-Za-z0-9]*(?![\w`-])")
+_LEADS = ("In short, ", "Put simply, ", "Note that ")
+_CLAUSE = re.compile(r"^(If|When|Unless|Once|After|Before) ([^,]{3,120}), (.+?)([.!?])$")
+_CONJUNCT = re.compile(r"\b([A-Za-z][\w-]{2,}) (and|or) ([A-Za-z][\w-]{2,})\b")
+_PAREN = re.compile(r"\s*\([^()]{1,80}\)")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def coverage(claim: str, passage: str) -> float:
+    """Share of the claim's stemmed content terms found in the passage (1.0 for no terms)."""
+    terms = set(prose_terms(claim))
+    return len(terms & set(prose_terms(passage))) / len(terms) if terms else 1.0
+
+
+def lexical_features(claim: str, passage: str) -> list[float]:
+    """What the mutations change, checked cheaply (``LEXICAL_FEATURES``, shares in [0, 1]): claim
+    numbers and identifiers absent from the passage, a negation in the claim but not in the
+    passage sentence most like it (or the reverse), claim terms absent."""
+    low, numbers = passage.lower(), set(NUMBER.findall(passage))
+    nums = NUMBER.findall(claim)
+    idents = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)]
+    best = max((passage[s:e] for s, e in sentence_spans(passage)), key=lambda t: coverage(claim, t), default=passage)
+    return [
+        sum(n not in numbers for n in nums) / len(nums) if nums else 0.0,
+        sum(i not in low for i in idents) / len(idents) if idents else 0.0,
+        float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(best))),
+        1.0 - coverage(claim, passage),
+    ]
+
+
+def mutate(kind: str, claim: str, rng: random.Random, identifiers: Sequence[str] = ()) -> str | None:
+    """The claim with one fact changed by ``kind`` (see ``MUTATIONS``), or None when it has none."""
+    if kind == "number":
+        edits = [(m, [_other_number(m.group(), rng)]) for m in NUMBER.finditer(claim)]
+    elif kind == "negation":
+        edits = [(m, [m.expand(r)]) for p, r in _NEGATIONS if (m := p.search(claim))]
+    elif kind == "identifier":  # another of the same shape: backticked for backticked
+        edits = [
+            (m, [i for i in identifiers if i.startswith("`") == m.group().startswith("`") and i not in claim])
+            for m in IDENTIFIER.finditer(claim)
+        ]
+    elif kind == "component":
+        edits = [
+            (m, [o for o in g if o != n]) for g in COMPONENT_GROUPS for n in g for m in _COMPONENT[n].finditer(claim)
+        ]
+    else:
+        raise ValueError(f"unknown mutation {kind!r}")
+    edits = [(m, options) for m, options in edits if options]
+    if not edits:
+        return None
+    m, options = rng.choice(edits)
+    return claim[: m.start()] + rng.choice(options) + claim[m.end() :]
+
+
+def _other_number(value: str, rng: random.Random) -> str:
+    parts = value.split(".")
+    i = rng.randrange(len(parts))
+    n = int(parts[i])
+    parts[i] = str(rng.choice(sorted({n + 1, n + 2, n * 2, n * 10, max(0, n - 1)} - {n})))
+    return ".".join(parts)
+
+
+def paraphrase(claim: str, rng: random.Random) -> str:
+    """A meaning-preserving rewording: clause moved, conjuncts swapped, parenthetical dropped,
+    else a lead-in. Crude without a model, but it breaks verbatim matching."""
+    options = []
+    if m := _CLAUSE.match(claim):
+        options.append(f"{m[3][0].upper()}{m[3][1:]} {m[1].lower()} {m[2]}{m[4]}")
+    if (m := _CONJUNCT.search(claim)) and not {m[1].lower(), m[3].lower()} & {"the", "then", "that", "this"}:
+        options.append(claim[: m.start()] + f"{m[3]} {m[2]} {m[1]}" + claim[m.end() :])
+    if (dropped := _PAREN.sub("", claim, 1)) != claim and len(_WORD.findall(dropped)) >= 6:
+        options.append(dropped)
+    if options:
+        return rng.choice(options)
+    first = claim.split(" ", 1)[0]
+    lowered = claim[0].lower() + claim[1:] if first.istitle() and first.isalpha() else claim
+    return rng.choice(_LEADS) + lowered
+
+
+def claim_text(text: str, min_words: int = 6) -> str | None:
+    """A sentence as a claim (whitespace collapsed) when it reads like one, else None."""
+    claim = " ".join(text.split())
+    ok = 30 <= len(claim) <= 300 and "|" not in claim and claim.rstrip("\"')`*")[-1:] in (".", "!", "?")
+    return claim if ok and len(_WORD.findall(claim)) >= min_words and claim[0].isupper() else None
+
+
+def window(text: str, start: int, end: int, limit: int) -> tuple[int, int]:
+    """A span of at most ``limit`` characters around ``[start, end)``, cut at whitespace."""
+    if len(text) <= limit:
+        return 0, len(text)
+    lo = max(0, min(start - max(0, limit - (end - start)) // 2, len(text) - limit))
+    hi = min(len(text), max(end, lo + limit))
+    while 0 < lo < start and not text[lo - 1].isspace():
+        lo += 1
+    while end < hi < len(text) and not text[hi].isspace():
+        hi -= 1
+    return lo, hi
