@@ -110,7 +110,21 @@ def test_answers_are_scored_and_broken_answerers_are_refused(env):
     assert 0 < surge["utilization"] <= 1 and surge["correctness_recall"] > 0.5
     eval_meta = result.asset_materializations_for_node("eval_run")[0].metadata
     assert "answer_adherent" in eval_meta["answer_scorecard"].value
-    assert eval_meta["answers/tiny/citation_validity"].value == 1.0
+    assert eval_meta["tiny/citation_validity"].value == 1.0
+    assert _checks(result)["critical_gates"].metadata["citations"].value == 1.0  # gate values plot
+    # question -> cited page -> the sha256 of the bytes this version read
+    sha = dict(
+        store.data_home()
+        .warehouse()
+        .rows("SELECT doc_id, bytes_hash FROM source_pages WHERE index_version = ?", [version])
+    )
+    deployment = "kubernetes:concepts_workloads_controllers_deployment"
+    questions = eval_meta["questions"].value
+    assert "maxSurge" in questions and f"{deployment} `{sha[deployment][:8]}`" in questions
+    assert "http://" not in questions and sha[deployment] in eval_meta["cited_pages"].value
+    lines = [line for line in questions.splitlines() if line.startswith("| tiny")]
+    adherence = [float(line.split("|")[5]) for line in lines if line.split("|")[5].strip()]
+    assert adherence == sorted(adherence)  # worst first
 
     again = _evaluate(instance, store, settings, version, bench, stages=("eval_run",), reuse_identical=False)
     assert "5 answers" in again.asset_materializations_for_node("eval_run")[0].metadata["answer_cache_hits"].value

@@ -106,7 +106,7 @@ def test_passing_candidate_is_released_with_scorecard_and_lineage(env):
     assert checks == {"critical_gates": True, "warning_gates": False}  # the 1 µs latency warning fails
     meta = result.asset_materializations_for_node("eval_run")[0].metadata
     assert "hybrid-weighted" in meta["scorecard"].value and "tiny" in meta["scorecard"].value
-    assert "vectors" in meta["upstream_materializations"].value
+    assert "vectors" in meta["upstream"].value
     assert releases.current_release(store.data_home().warehouse()) == version
     rows = (
         store.data_home()
@@ -175,7 +175,7 @@ def test_rollback_restores_previous_release(env):
     assert releases.current_release(store.data_home().warehouse()) == version
     released = _serving_metadata(instance)
     assert released["serving_version"].value == version and released["reason"].value == "test release"
-    assert isinstance(released["serving/tiny/overall/mrr@10"], dg.FloatMetadataValue)
+    assert isinstance(released["tiny/mrr@10"], dg.FloatMetadataValue)
     assert isinstance(released["since"], dg.TimestampMetadataValue)
     assert released["release_run"].value.endswith("/runs/" + _last_run_id(instance, "release_version"))
     result = change_serving(instance, store, "rollback", reason="bad answers")  # the rollback job
@@ -188,6 +188,11 @@ def test_rollback_restores_previous_release(env):
         "bad answers",
     )
     assert rolled["previous_version"].value == version and "rollback" in rolled["history"].value
+    # release or rollback is visible without opening the event: its tags and its run's tags
+    events = instance.fetch_materializations(dg.AssetKey("serving_release"), limit=2).records
+    assert [e.asset_materialization.tags.get("infra_rag/action") for e in events] == ["rollback", "release"]
+    assert instance.get_run_by_id(result.run_id).tags["infra_rag/action"] == "rollback"
+    assert rolled["rolled_back"].value == 1.0
 
 
 def _last_run_id(instance, job: str) -> str:

@@ -95,9 +95,9 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
 
 
 def _materializations(instance, version: str) -> list[dict]:
-    from ..defs.lineage import UPSTREAM, upstream_lineage
+    from ..defs.lineage import upstream_lineage, upstream_of
 
-    return upstream_lineage(instance, version, (*UPSTREAM, "eval_run", "release"))
+    return upstream_lineage(instance, version, [*upstream_of("release"), "release"])
 
 
 def _print_chain(chain: dict) -> None:

@@ -3,18 +3,35 @@
 eval_run, abstention_calibration and release record which materialization of each upstream
 asset they were computed from (run id, data version, time); the CLI's ``lineage`` command
 prints the same facts. The data versions are content hashes, so they also key content reuse.
+Which assets are upstream comes from the asset graph (``control.stages``), never a list here.
+Links are relative to the UI's root, so they work on any host and port the UI is served on.
 """
 
 from datetime import UTC, datetime
+from urllib.parse import quote, urlencode
 
 import dagster as dg
 
-from .reporting import ui_url
-
-UPSTREAM = ("source_pages", "documents", "chunks", "vectors", "lexical_index", "abstention_calibration", "page_ranker")
+from .reporting import ui_path
 
 
-def upstream_lineage(instance: dg.DagsterInstance, version: str, assets=UPSTREAM) -> list[dict]:
+def upstream_of(asset: str) -> list[str]:
+    """Every asset upstream of ``asset`` in the code location's graph, in build order."""
+    from ..control.graph import toposorted, upstream_closure
+    from ..control.stages import asset_graph  # imports the Definitions: only at run time
+
+    graph = asset_graph()
+    keys = upstream_closure(graph, asset) - {dg.AssetKey(asset)}
+    return toposorted(graph, keys)
+
+
+def materialization_path(asset: str, version: str, epoch: float) -> str:
+    """The UI page of one materialization: the asset's events view at that partition and time."""
+    query = urlencode({"view": "events", "partition": version, "time": str(int(epoch * 1000))})
+    return ui_path(f"/assets/{quote(asset)}?{query}")
+
+
+def upstream_lineage(instance: dg.DagsterInstance, version: str, assets: list[str] | tuple[str, ...]) -> list[dict]:
     """The latest materialization of each asset for ``version``: run id + data version."""
     rows = []
     for asset in assets:
@@ -44,20 +61,25 @@ def _utc_text(epoch: float) -> str:
     return f"{datetime.fromtimestamp(epoch, UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
-def lineage_table(lineage: list[dict]) -> dg.MarkdownMetadataValue:
-    """Upstream materializations as Markdown: run ids link to their run pages, times are UTC dates."""
-    lines = ["| asset | run | data version | at |", "|---|---|---|---|"]
+def lineage_table(lineage: list[dict], version: str) -> dg.MarkdownMetadataValue:
+    """Upstream materializations as Markdown: each links to its materialization (the asset's
+    event at this version) and its run; times are UTC dates."""
+    lines = ["| asset | materialization | run | data version |", "|---|---|---|---|"]
     for row in lineage:
-        run = f"[{row['run_id'][:8]}]({ui_url()}/runs/{row['run_id']})" if row["run_id"] else "not materialized"
-        lines.append(f"| {row['asset']} | {run} | {row['data_version'][:16]} | {row['at']} |")
+        if not row["run_id"]:
+            lines.append(f"| {row['asset']} | not materialized | | |")
+            continue
+        event = f"[{row['at']}]({materialization_path(row['asset'], version, row['epoch'])})"
+        run = f"[{row['run_id'][:8]}]({ui_path('/runs/' + row['run_id'])})"
+        lines.append(f"| {row['asset']} | {event} | {run} | {row['data_version'][:16]} |")
     return dg.MetadataValue.md("\n".join(lines))
 
 
-def lineage_metadata(lineage: list[dict]) -> dict[str, dg.MetadataValue]:
+def lineage_metadata(lineage: list[dict], version: str) -> dict[str, dg.MetadataValue]:
     """The lineage table, and the time of the newest upstream materialization when there is one."""
     newest = (
         {"upstream_newest_at": dg.MetadataValue.timestamp(max(r["epoch"] for r in lineage))}
         if any(r["epoch"] for r in lineage)
         else {}
     )
-    return {"upstream_materializations": lineage_table(lineage), **newest}
+    return {"upstream": lineage_table(lineage, version), **newest}

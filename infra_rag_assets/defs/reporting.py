@@ -65,9 +65,16 @@ def ui_url() -> str:
     return settings.dagster_url()
 
 
+def ui_path(path: str) -> str:
+    """A link inside the UI for metadata: root-relative (``/runs/...``), so it works whatever
+    host and port serve the UI; prefixed only by an explicit ``INFRA_RAG_DAGSTER_URL`` (a UI
+    behind a path prefix). Terminal output uses ``ui_url`` (absolute) instead."""
+    return (settings.dagster_url() if settings.is_set("DAGSTER_URL") else "") + path
+
+
 def run_link(run_id: str) -> dg.MetadataValue:
     """A run id as a link to its run page in the UI (plain text when there is no run)."""
-    return dg.MetadataValue.url(f"{ui_url()}/runs/{run_id}") if run_id else dg.MetadataValue.text("none")
+    return dg.MetadataValue.url(ui_path(f"/runs/{run_id}")) if run_id else dg.MetadataValue.text("none")
 
 
 def rounded(value, digits: int = 4):

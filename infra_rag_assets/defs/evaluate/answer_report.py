@@ -1,5 +1,7 @@
 """The answer side of eval_run's metadata: the answer scorecard, float metrics to plot across
-versions, and the worst answers with the sentence the judge found unsupported."""
+versions, the worst answers with the sentence the judge found unsupported, and the path from a
+question to the bytes behind it (per-question table → cited pages → their sha256 and the
+``source_pages`` materialization of this version)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import dagster as dg
 import polars as pl
 
+from ...rag.evaluate.answer_lineage import cited_pages, question_rows
 from ...rag.evaluate.answer_plan import AnswerOutcome
 from ..reporting import floats, md_table
 
@@ -30,17 +33,15 @@ SCORECARD_METRICS = (
 )
 PLOTTED = ("answer_adherence", "answer_completeness", "correctness_f1", "citation_validity", "safety_pass_rate")
 WORST = 15
+QUESTIONS_SHOWN = 50  # the per-question table (worst first); every row is in answer_results
+PAGES_SHOWN = 60
 
 
 def answer_metadata(answers: AnswerOutcome, rows: pl.DataFrame, metrics: pl.DataFrame, judge_note: str) -> dict:
     overall = metrics.filter(pl.col("slice") == "overall") if len(metrics) else metrics
     return {
         **floats(
-            {
-                f"answers/{b}/{m}": v
-                for b, m, v in overall.select("benchmark", "metric", "value").iter_rows()
-                if m in PLOTTED
-            }
+            {f"{b}/{m}": v for b, m, v in overall.select("benchmark", "metric", "value").iter_rows() if m in PLOTTED}
         ),
         "answer_scorecard": md_table(_scorecard(overall), 20, 24),
         "worst_answers": md_table(worst_answers(rows), WORST, 90),
@@ -85,3 +86,33 @@ def worst_answers(rows: pl.DataFrame) -> pl.DataFrame:
 def _first(value: str | None) -> str:
     items = json.loads(value) if value else []
     return items[0] if items else ""
+
+
+def lineage_tables(answers: pl.DataFrame, results: pl.DataFrame, pages: pl.DataFrame, pages_link: str) -> dict:
+    """``questions`` (worst first: rank, TRACe, cited pages with their sha256) and
+    ``cited_pages`` (full sha256, upstream URL), each page linked to ``pages_link``: the
+    source_pages materialization these bytes were read in."""
+    sha = dict(zip(pages["doc_id"], pages["bytes_hash"])) if not pages.is_empty() else {}
+
+    def page(doc_id: str) -> str:
+        return f"[{doc_id}]({pages_link})" if pages_link else doc_id
+
+    def page_cell(doc_ids) -> str:
+        return " ".join(f"{page(d)} `{(sha.get(d) or '?')[:8]}`" for d in (doc_ids if doc_ids is not None else []))
+
+    rows = question_rows(answers, results)
+    if rows.is_empty():
+        return {"questions": dg.MetadataValue.md("_no answers_")}
+    shown = rows.head(QUESTIONS_SHOWN).with_columns(
+        pl.col("question").str.slice(0, 70),
+        pl.col("cited_doc_ids").map_elements(page_cell, return_dtype=pl.String).alias("cited pages (sha256)"),
+    )
+    shown = shown.rename({"adherence": "adh", "relevance": "rel", "utilization": "util", "completeness": "compl",
+                          "correctness_f1": "f1"}).drop("cited_doc_ids", "question_id")  # fmt: skip
+    cited = cited_pages(answers, pages).head(PAGES_SHOWN)
+    if not cited.is_empty():
+        cited = cited.with_columns(pl.col("doc_id").map_elements(page, return_dtype=pl.String))
+    return {
+        "questions": md_table(shown, QUESTIONS_SHOWN, 2000),
+        "cited_pages": md_table(cited, PAGES_SHOWN, 400),
+    }

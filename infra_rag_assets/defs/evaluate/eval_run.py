@@ -38,11 +38,11 @@ from ...rag.evaluate.eval_tables import (
 from ...rag.evaluate.evaluation import REGIMES, scorecard
 from ...rag.judge.version_judge import load_version_judge
 from ...rag.search.retrieval_settings import RetrievalSettings
-from ..lineage import data_versions, lineage_metadata, upstream_lineage
+from ..lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
 from ..resources import PROJECT_ROOT, DataHomeResource
-from .answer_report import answer_metadata
+from .answer_report import answer_metadata, lineage_tables
 
 
 class EvalRunConfig(dg.Config):
@@ -99,7 +99,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    lineage = upstream_lineage(context.instance, version)
+    lineage = upstream_lineage(context.instance, version, upstream_of("eval_run"))
     inputs = shared_inputs(plan, engine, known, data_versions(lineage), warehouse.version_config(version))
     with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         outcome = score_or_reuse(
@@ -138,7 +138,8 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             **floats(headline(metric_table_for(warehouse, version))),
             **_report_metadata(outcome, results, metrics),
             **answer_metadata(answers, answer_rows, answer_metrics, judge_note),
-            **lineage_metadata(lineage),
+            **lineage_tables(answer_rows, results, _pages(warehouse, version), _pages_link(lineage, version)),
+            **lineage_metadata(lineage, version),
             "retrieval_configs": dg.MetadataValue.json(regime_hashes(results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
@@ -150,6 +151,16 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             eval_data_version([r["data_version"] for r in lineage], [*outcome.runs, *answers.runs])
         ),
     )
+
+
+def _pages(warehouse, version: str) -> pl.DataFrame:
+    return warehouse.frame("SELECT doc_id, bytes_hash, url FROM source_pages WHERE index_version = ?", [version])
+
+
+def _pages_link(lineage: list[dict], version: str) -> str:
+    """The source_pages materialization of this version (where every cited page's bytes were read)."""
+    row = next((r for r in lineage if r["asset"] == "source_pages" and r["run_id"]), None)
+    return materialization_path("source_pages", version, row["epoch"]) if row else ""
 
 
 def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.DataFrame) -> dict:
@@ -172,6 +183,9 @@ def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
         metadata={
             "gates": md_table(gate_frame(chosen), 50),
             "failed": ", ".join(o.gate.name for o in failed) or "none",
+            # Each gate's measured value as a float (plotted across versions); unmeasured: absent.
+            **floats({o.gate.name: o.value for o in chosen}),
+            "passed_gates": dg.MetadataValue.int(len(chosen) - len(failed)),
         },
     )
 

@@ -16,7 +16,7 @@ import polars as pl
 
 from ...rag.evaluate.eval_tables import gate_outcomes, headline, metric_table_for
 from ...rag.operate import releases
-from ..lineage import UPSTREAM, lineage_table, upstream_lineage
+from ..lineage import lineage_table, upstream_lineage, upstream_of
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
 from ..resources import DataHomeResource
@@ -48,14 +48,17 @@ def release(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Ma
     version = context.partition_key
     _refuse_unless_approved(store, version)
     numbers = headline_metrics(store.data_home().warehouse(), version)
-    lineage = upstream_lineage(context.instance, version, (*UPSTREAM, "eval_run"))
+    lineage = upstream_lineage(context.instance, version, upstream_of("release"))
     return dg.MaterializeResult(
         metadata={
             **floats(numbers),
             "approved_version": version,
-            "lineage": lineage_table(lineage),
+            "lineage": lineage_table(lineage, version),
         }
     )
+
+
+ACTION_TAG = "infra_rag/action"
 
 
 class ServingChangeConfig(dg.Config):
@@ -109,7 +112,9 @@ def serving_release(
         metadata={
             **serving_metadata(warehouse, event, moved=previous != event.index_version),
             "this_run": run_link(context.run.run_id),
-        }
+        },
+        # The event's tags (and the run's, below) say release or rollback in the event list.
+        tags={ACTION_TAG: event.action},
     )
 
 
@@ -127,8 +132,9 @@ def serving_metadata(warehouse, event: releases.ReleaseEvent, moved: bool) -> di
         for e in reversed(releases.history(warehouse)[-10:])
     ]
     return {
-        "serving_version": event.index_version,
         "action": event.action if moved else f"{event.action} (unchanged)",
+        "serving_version": event.index_version,
+        "rolled_back": dg.MetadataValue.float(1.0 if event.action == "rollback" else 0.0),  # plots moves
         "previous_version": event.previous_version or "none",
         "actor": event.actor,
         "reason": event.reason,
@@ -154,6 +160,7 @@ release_version_job = dg.define_asset_job(
     selection=SERVING,
     executor_def=dg.in_process_executor,
     config={"ops": {"serving_release": {"config": {"action": "release", "version": "", "reason": ""}}}},
+    tags={ACTION_TAG: "release"},
     description="Serve an approved index version (set `version`): records a release event.",
 )
 
@@ -162,5 +169,6 @@ rollback_job = dg.define_asset_job(
     selection=SERVING,
     executor_def=dg.in_process_executor,
     config={"ops": {"serving_release": {"config": {"action": "rollback", "reason": ""}}}},
+    tags={ACTION_TAG: "rollback"},
     description="Serve the previously released version again (a new event; nothing deleted).",
 )
