@@ -110,7 +110,7 @@ def _sync_git(source: Source, report: SyncReport, previous: dict, max_bytes: int
     sha = resolve_commit(url, str(up.get("commit") or ""), str(up.get("branch") or ""), timeout)
     selection = {"subpath": up.get("subpath") or "", "files": up.get("files") or {}, "kind": source.kind}
     report.commit = sha
-    if previous.get("commit") == sha and previous.get("selection") == selection:
+    if (previous.get("url"), previous.get("commit"), previous.get("selection")) == (url, sha, selection):
         report.status, report.files = "unchanged", int(previous.get("files", 0))
         report.refused = [FileStatus(**f) for f in previous.get("refused", [])]
         return report
