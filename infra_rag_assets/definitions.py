@@ -15,7 +15,7 @@ from .defs import jobs
 from .defs.evaluate import abstention_calibration, eval_run, page_ranker, support_judge
 from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, source_pages
-from .defs.operate import automation, operations, release, served_traces
+from .defs.operate import automation, operations, release, served_traces, upstream
 from .defs.resources import BuildResource, DataHomeResource, EmbedderResource, from_env
 
 ASSETS = [
@@ -34,6 +34,9 @@ ASSETS = [
     served_traces.served_traces,
 ]
 
+BUILD_JOBS = jobs.build_jobs(ASSETS)
+REINDEX = next(job for job in BUILD_JOBS if job.name == "reindex")
+
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=[
@@ -47,9 +50,15 @@ defs = dg.Definitions(
         eval_run.warning_gates,
         operations.release_canary,
     ],
-    jobs=[*jobs.build_jobs(ASSETS), release.release_version_job, release.rollback_job, operations.canary_job],
-    schedules=[operations.canary_hourly],
-    sensors=[automation.sources_changed, automation.serve_approved_builds],
+    jobs=[
+        *BUILD_JOBS,
+        release.release_version_job,
+        release.rollback_job,
+        operations.canary_job,
+        upstream.sync_upstream,
+    ],
+    schedules=[operations.canary_hourly, upstream.sync_upstream_hourly],
+    sensors=[automation.sources_changed, automation.serve_approved_builds, upstream.reindex_after_sync(REINDEX)],
     resources={
         "store": DataHomeResource(home=from_env("HOME", settings.home()), lancedb_uri=from_env("LANCEDB_URI", "")),
         "settings": BuildResource(sources_file=from_env("SOURCES", settings.sources_file())),

@@ -24,6 +24,7 @@ VARIABLES = {
     "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus)",
     "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench)",
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
+    "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
     "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
@@ -67,6 +68,15 @@ def bench_dir() -> Path:
 
 def adapt() -> bool:
     return _read("ADAPT").lower() not in ("0", "false", "no", "off")
+
+
+def ocr() -> bool:
+    return _read("OCR").lower() not in ("0", "false", "no", "off")
+
+
+def tessdata_prefix() -> str:
+    """Tesseract's own TESSDATA_PREFIX (its language files), '' when unset."""
+    return os.environ.get("TESSDATA_PREFIX", "").strip()
 
 
 def judge_pairs(default: int) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
+from conftest import CORPUS  # honours INFRA_RAG_CORPUS
 
 from infra_rag_assets.rag.ingest.models import (
     STATUS_ERROR,
@@ -18,11 +19,11 @@ from infra_rag_assets.rag.ingest.models import (
     ParsedDocument,
     check_spans,
 )
-from infra_rag_assets.rag.ingest.parse.pdf import PARSER_NAME, PARSER_VERSION, parse_pdf
+from infra_rag_assets.rag.ingest.parse.pdf import PARSER_NAME, parse_pdf, parser_version
+from infra_rag_assets.rag.ingest.parse.pdf_ocr import ocr_engine
 
 pytestmark = pytest.mark.unit
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 REAL_PDFS = sorted((CORPUS / "pdf").glob("*.pdf"))
 needs_corpus = pytest.mark.skipif(not REAL_PDFS, reason=f"real PDF corpus not found under {CORPUS}")
 
@@ -62,7 +63,7 @@ def _report_pdf(tmp_path: Path, *, outline: bool = False) -> Path:
 def test_generated_report_cleanup_sections_and_spans(tmp_path):
     doc = _parse_file(_report_pdf(tmp_path))
     assert doc.status == STATUS_OK, doc.reason
-    assert (doc.parser, doc.parser_version, doc.page_kind) == (PARSER_NAME, PARSER_VERSION, "whitepaper")
+    assert (doc.parser, doc.parser_version, doc.page_kind) == (PARSER_NAME, parser_version(), "whitepaper")
     assert check_spans(doc) == []
     assert HEADER not in doc.text and "Page 1 of 3" not in doc.text
     assert not re.search(r"(?m)^\d+$", doc.text), "bare page numbers must be removed"
@@ -155,7 +156,73 @@ def test_blank_and_scanned_pages_have_no_text_layer(tmp_path):
     path = tmp_path / "scan.pdf"
     doc.save(path)
     parsed = _parse_file(path)
-    assert (parsed.status, parsed.reason) == (STATUS_NO_CONTENT, "no text layer")
+    assert parsed.status == STATUS_NO_CONTENT and parsed.reason.startswith("no text layer")
+
+
+SCANNED_WORDS = ["Kubernetes", "admission", "controllers", "validate", "every", "request"]
+
+
+def _scanned_pdf(tmp_path: Path, pages: int = 1) -> Path:
+    """An image-only PDF: text drawn on a page, rasterized, and only the picture kept."""
+    drawn = pymupdf.open()
+    page = drawn.new_page(width=595, height=842)
+    page.insert_text((72, 120), "Admission Control", fontsize=22)
+    page.insert_text((72, 170), "Kubernetes admission controllers validate every request", fontsize=14)
+    page.insert_text((72, 195), "before the API server stores the object in etcd.", fontsize=14)
+    pix = page.get_pixmap(dpi=200)
+    scan = pymupdf.open()
+    for _ in range(pages):
+        scan.new_page(width=595, height=842).insert_image(pymupdf.Rect(0, 0, 595, 842), pixmap=pix)
+    path = tmp_path / "scanned.pdf"
+    scan.save(path)
+    assert scan[0].get_text().strip() == ""  # no text layer at all
+    return path
+
+
+needs_tesseract = pytest.mark.skipif(
+    not ocr_engine().available, reason=f"Tesseract OCR not usable here: {ocr_engine().why_not}"
+)
+
+
+@needs_tesseract
+def test_scanned_pdf_is_read_by_ocr(tmp_path):
+    parsed = _parse_file(_scanned_pdf(tmp_path))
+    assert parsed.status == STATUS_OK, parsed.reason
+    assert "OCR (Tesseract, eng, 300 dpi) read pages [1]" in parsed.reason
+    words = set(re.findall(r"\w+", parsed.text))
+    assert set(SCANNED_WORDS) <= words, parsed.text
+    assert parsed.parser_version == parser_version() == "2+ocr"
+    assert check_spans(parsed) == [] and parsed.page_spans[0].page == 1
+
+
+@needs_tesseract
+def test_ocr_stops_at_its_time_budget_and_says_which_pages_it_skipped(tmp_path, monkeypatch):
+    from infra_rag_assets.rag.ingest.parse import pdf_layout
+
+    monkeypatch.setattr(pdf_layout, "OCR_BUDGET_S", 0.001)  # spent by the first page
+    parsed = _parse_file(_scanned_pdf(tmp_path, pages=2))
+    assert parsed.status == STATUS_OK and "read pages [1]" in parsed.reason
+    assert "image-only pages [2] not OCR'd (OCR time budget of" in parsed.reason
+    assert [s.page for s in parsed.page_spans] == [1]
+
+
+@pytest.mark.parametrize(
+    ("env", "hint"),
+    [
+        ({"TESSDATA_PREFIX": "/nonexistent/tessdata"}, "no eng.traineddata in /nonexistent/tessdata (TESSDATA_PREFIX)"),
+        ({"INFRA_RAG_OCR": "0"}, "OCR is off (INFRA_RAG_OCR=0); unset it to OCR scanned pages"),
+    ],
+    ids=["no-language-files", "ocr-off"],
+)
+def test_without_tesseract_a_scan_has_no_text_layer_and_says_how_to_enable_ocr(tmp_path, monkeypatch, env, hint):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    parsed = _parse_file(_scanned_pdf(tmp_path))
+    assert parsed.status == STATUS_NO_CONTENT
+    assert parsed.reason.startswith("no text layer (1 image-only page(s) not OCR'd: ") and hint in parsed.reason
+    if "TESSDATA_PREFIX" in env:
+        assert "apt-get install tesseract-ocr tesseract-ocr-eng" in parsed.reason
+    assert parsed.parser_version == "2"  # never reused by a build that can OCR
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import warnings
 
 import click
 
-from . import health, judge, ops, query
+from . import health, judge, ops, query, sources
 from .common import StageChoice, UserError, console, friendly_errors, index_version_option, out, print_rows
 
 
@@ -230,6 +230,6 @@ def versions(obj: dict) -> None:
     print_rows(columns, rows)
 
 
-for _module in (query, judge, ops, health):
+for _module in (query, judge, ops, health, sources):
     for _command in _module.COMMANDS:
         main.add_command(_command)

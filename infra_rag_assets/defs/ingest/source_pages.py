@@ -15,7 +15,7 @@ from ..resources import BuildResource, DataHomeResource, version_config
     group_name="ingestion",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
-    description="One row per source file: URL, upstream, license, bytes hash, size, fetch status. "
+    description="One row per source file: URL, upstream (the synced commit), license, bytes hash, size, fetch status. "
     "Bytes are snapshotted into a content-addressed blob store so the version stays reproducible.",
 )
 def source_pages(
@@ -38,11 +38,21 @@ def source_pages(
             ),
             "slowest_reads": md_table(frame.sort("read_ms", descending=True).select("doc_id", "read_ms"), 5),
             "preview": md_table(frame.select("doc_id", "project", "url", "bytes_hash", "fetch_status"), 10),
+            "upstream_commits": dg.MetadataValue.json({s.name: s.upstream_ref() for s in sources}),
+            "synced": md_table(synced_table(sources)),
             "config_hash": config.config_hash(),
             "blob_store": dg.MetadataValue.path(str(store.data_home().blobs().root)),
         },
         data_version=dg.DataVersion(pages_version(frame)),
     )
+
+
+def synced_table(sources) -> pl.DataFrame:
+    """Per source: the upstream commit its mirror holds and when it was synced ('' if never)."""
+    rows = [
+        {"source": s.name, "upstream": s.upstream_ref(), "synced_at": s.synced.get("synced_at", "")} for s in sources
+    ]
+    return pl.DataFrame(rows, schema={"source": pl.String, "upstream": pl.String, "synced_at": pl.String})
 
 
 def pages_version(frame: pl.DataFrame) -> str:

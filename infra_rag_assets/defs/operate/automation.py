@@ -20,6 +20,12 @@ from .serving import serving_decision
     "with the reason.",
 )
 def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource, settings: BuildResource):
+    return request_reindex_if_changed(context.instance, store, settings, origin="sensor")
+
+
+def request_reindex_if_changed(instance, store: DataHomeResource, settings: BuildResource, origin: str):
+    """A new index_version and its reindex run when a mirror's fingerprint moved, else the reason
+    to skip; shared with ``reindex_after_sync`` (defs/operate/upstream.py)."""
     try:
         config = settings.build_config()
     except SourceConfigError as exc:  # a broken sources.yaml or mirror registers nothing
@@ -29,9 +35,7 @@ def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource
     latest = warehouse.newest_version()
     if latest and latest[1] == fingerprint:
         return dg.SkipReason(f"sources unchanged since {latest[0]} (fingerprint {fingerprint[:12]})")
-    version = claim_version(
-        warehouse, context.instance.get_dynamic_partitions(index_version.name), config, created_by="sensor"
-    )
+    version = claim_version(warehouse, instance.get_dynamic_partitions(index_version.name), config, created_by=origin)
     changed = _changed_sources(latest[0] if latest else None, config.sources, warehouse)
     return dg.SensorResult(
         dynamic_partitions_requests=[index_version.build_add_request([version])],
@@ -39,7 +43,7 @@ def sources_changed(context: dg.SensorEvaluationContext, store: DataHomeResource
             dg.RunRequest(
                 partition_key=version,
                 run_key=f"reindex-{version}",
-                tags={"infra_rag/origin": "sensor", "infra_rag/changed": ",".join(changed)},
+                tags={"infra_rag/origin": origin, "infra_rag/changed": ",".join(changed)},
             )
         ],
     )

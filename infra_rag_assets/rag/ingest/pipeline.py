@@ -18,7 +18,7 @@ from .blobs import BlobStore
 from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
 from .parse.budget import PARSE_BUDGET_S, ParseWorker
 from .parse.dedup import content_hash, find_duplicates
-from .parse.dispatch import PARSERS, parse_page
+from .parse.dispatch import PARSERS, parse_page, parser_of
 from .parse.markdown import clean_inline, decode_text, split_front_matter
 from .parse.section_index import section_listings
 from .safe_paths import TooLarge, UnsafePath, entry_for, iter_blocks, open_entry
@@ -134,7 +134,7 @@ def parse_documents(
 
 
 def parser_tag(kind: str) -> str:
-    name, version = PARSERS.get(kind, ("?", "?"))
+    name, version = parser_of(kind)
     return f"{name}@{version}+pipeline{PIPELINE_VERSION}"
 
 
@@ -188,7 +188,7 @@ def _parse_one(page: dict, blobs: BlobStore, listing: str = "", worker: ParseWor
 
 
 def _document_row(page: dict, doc: ParsedDocument, parse_ms: float) -> dict:
-    name, version = PARSERS.get(page["kind"], (doc.parser, doc.parser_version))
+    name, version = parser_of(page["kind"]) if page["kind"] in PARSERS else (doc.parser, doc.parser_version)
     return _identity(page) | {
         "title": doc.title,
         "description": doc.description,

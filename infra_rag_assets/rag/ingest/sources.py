@@ -1,18 +1,17 @@
 """sources.yaml model and readers: list the pages of a source and read their bytes.
 
-Offline, a source is read from its local mirror folder. With no mirror and network access,
-``fetch_upstream`` makes one (shallow git checkout of the pinned commit, or plain HTTP for a
-URL list) under the data home, so the rest of the pipeline always reads a folder.
+A source is always read from its local mirror folder. ``upstream_sync`` brings a mirror to
+the upstream commit, branch or checksummed URLs named here and leaves a sync record
+(``SYNC_RECORD``) in it; the record's commit is what lineage names as the page's upstream.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import re
 import string
-import subprocess
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +26,11 @@ KINDS = {"markdown_tree": (".md", ".markdown"), "html_pages": (".html", ".htm"),
 PROJECTS = {"kubernetes", "prometheus", "argocd", "cncf"}
 REQUIRED_KEYS = ("name", "project", "kind", "license", "url_template")
 SOURCE_KEYS = (*REQUIRED_KEYS, "mirror", "upstream")
-UPSTREAM_KEYS = ("git", "commit", "subpath", "files", "urls")
+UPSTREAM_KEYS = ("git", "commit", "branch", "subpath", "files", "urls")
 TOP_KEYS = ("sources",)
 PLACEHOLDERS = ("page_path", "upstream_path")
 MAX_PAGE_BYTES = 50_000_000  # read cap: a larger file is recorded as too_large, never loaded
+SYNC_RECORD = ".infra_rag_sync.json"  # in a synced mirror: the upstream commit / URLs it holds
 
 
 class SourceConfigError(ValueError):
@@ -46,6 +46,7 @@ class Source:
     url_template: str
     mirror: Path | None
     upstream: dict = field(default_factory=dict, hash=False, compare=False)
+    synced: dict = field(default_factory=dict, hash=False, compare=False)  # the mirror's sync record
 
     def url_for(self, rel_path: str) -> str:
         upstream_path = (self.upstream.get("files") or {}).get(rel_path, rel_path)
@@ -56,9 +57,13 @@ class Source:
         return re.sub(r"(?<!:)/{2,}", "/", url)  # the top index page has an empty page_path
 
     def upstream_ref(self) -> str:
+        """Where the mirror's bytes came from: the synced commit when a sync recorded one, else
+        what sources.yaml pins (a mirror copied by hand is taken to be that commit)."""
         if "git" in self.upstream:
-            return f"{self.upstream['git']}@{self.upstream.get('commit', 'HEAD')}"
-        return ",".join(self.upstream.get("urls", [])[:1]) or "local"
+            commit = self.synced.get("commit") or self.upstream.get("commit") or self.upstream.get("branch", "HEAD")
+            return f"{self.upstream['git']}@{commit}"
+        urls = [u["url"] if isinstance(u, dict) else str(u) for u in self.upstream.get("urls", [])]
+        return ",".join(urls[:1]) or "local"
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,8 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
         problems.append(f"{where}: kind must be one of {sorted(KINDS)}")
     if entry.get("project") and entry["project"] not in PROJECTS:
         problems.append(f"{where}: project must be one of {sorted(PROJECTS)}")
+    if upstream.get("commit") and upstream.get("branch"):
+        problems.append(f"{where}: upstream names both commit and branch (pin one)")
     if entry.get("url_template") and (problem := check_url_template(str(entry["url_template"]))):
         problems.append(f"{where}: {problem}")
     if problems:
@@ -212,7 +219,17 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
         url_template=str(entry["url_template"]),
         mirror=mirror_path,
         upstream=dict(upstream),
+        synced=read_sync_record(mirror_path),
     )
+
+
+def read_sync_record(mirror: Path | None) -> dict:
+    """The sync record of a mirror ({} for a mirror that was never synced or an unreadable one)."""
+    try:
+        record = json.loads((mirror / SYNC_RECORD).read_text(encoding="utf-8")) if mirror else {}
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def iter_pages(source: Source, root: Path | None = None) -> Iterator[PageRef]:
@@ -263,35 +280,3 @@ def mirror_fingerprint(source: Source) -> str:
             token = f"{entry.status}:{entry.reason or exc}"
         digest.update(page.rel_path.encode() + b"\0" + token.encode())
     return digest.hexdigest()
-
-
-def fetch_upstream(source: Source, cache_dir: Path, timeout: float = 120.0) -> Path:
-    """Materialize a mirror from upstream when none exists locally (needs network).
-
-    git: shallow fetch of the pinned commit, sparse to the subpath. urls: plain HTTP GETs.
-    Not exercised by the test suite (the build machines have no network besides registries).
-    """
-    target = cache_dir / f"{source.name}-{(source.upstream.get('commit') or 'http')[:12]}"
-    if target.is_dir():
-        return _upstream_root(source, target)
-    target.mkdir(parents=True)
-    if "git" in source.upstream:
-        commit = source.upstream.get("commit") or "HEAD"
-        for cmd in (
-            ["git", "init", "-q"],
-            ["git", "remote", "add", "origin", source.upstream["git"]],
-            ["git", "fetch", "-q", "--depth", "1", "origin", commit],
-            ["git", "checkout", "-q", "FETCH_HEAD"],
-        ):
-            subprocess.run(cmd, cwd=target, check=True, timeout=timeout, capture_output=True)
-    else:
-        for url in source.upstream.get("urls", []):
-            name = re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]).strip("_")
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                (target / (name if Path(name).suffix else name + ".html")).write_bytes(resp.read())
-    return _upstream_root(source, target)
-
-
-def _upstream_root(source: Source, checkout: Path) -> Path:
-    sub = source.upstream.get("subpath")
-    return checkout / sub if sub else checkout

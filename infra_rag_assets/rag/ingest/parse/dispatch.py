@@ -13,8 +13,15 @@ PARSERS = {
 }
 
 
+def parser_of(kind: str) -> tuple[str, str]:
+    """(name, version) of the parser of ``kind``; the PDF one's version says whether OCR runs here."""
+    if kind == "pdf_files":
+        return pdf.PARSER_NAME, pdf.parser_version()
+    return PARSERS.get(kind, ("?", "?"))
+
+
 def parser_versions() -> dict[str, str]:
-    return {kind: f"{name}@{version}" for kind, (name, version) in PARSERS.items()}
+    return {kind: "@".join(parser_of(kind)) for kind in PARSERS}
 
 
 def parse_page(kind: str, raw: bytes, *, path: str = "", url: str = "", appendix: str = "") -> ParsedDocument:
@@ -37,5 +44,5 @@ def _parse(kind: str, raw: bytes, path: str, url: str, appendix: str) -> ParsedD
 
 def failed(kind: str, reason: str) -> ParsedDocument:
     """The ``error`` record of a page of ``kind`` whose parse failed outside the parser's own checks."""
-    name, version = PARSERS.get(kind, ("?", "?"))
+    name, version = parser_of(kind)
     return ParsedDocument(text="", title="", status=STATUS_ERROR, reason=reason, parser=name, parser_version=version)

@@ -30,11 +30,19 @@ from infra_rag_assets.rag.ingest.models import (
 )
 from infra_rag_assets.rag.ingest.parse.guard import never_raise
 from infra_rag_assets.rag.ingest.parse.pdf_headings import mark_from_fonts, mark_from_outline
-from infra_rag_assets.rag.ingest.parse.pdf_layout import BAND, Row, breaks, extract_rows, load_pymupdf
+from infra_rag_assets.rag.ingest.parse.pdf_layout import BAND, Extraction, Row, breaks, extract_rows, load_pymupdf
+from infra_rag_assets.rag.ingest.parse.pdf_ocr import (
+    DPI,
+    LANGUAGE,
+    OCR_BUDGET_S,
+    OcrEngine,
+    ocr_engine,
+    version_suffix,
+)
 from infra_rag_assets.rag.ingest.parse.sections import slugify
 
 PARSER_NAME = "pdf"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: scanned pages read by OCR (pdf_ocr)
 PAGE_KIND = "whitepaper"
 
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(of|/)\s*\d{1,4})?$|^[ivxlc]{1,5}$", re.I)
@@ -60,6 +68,11 @@ def parse_pdf(raw: bytes, *, path: str = "", max_bytes: int = 50_000_000) -> Par
         load_pymupdf().TOOLS.reset_mupdf_warnings()  # MuPDF keeps warnings globally; don't let them pile up
 
 
+def parser_version() -> str:
+    """``PARSER_VERSION``, plus ``+ocr`` where scanned pages can be read: the reuse key of a parse."""
+    return PARSER_VERSION + version_suffix()
+
+
 def _failed(status: str, reason: str, path: str) -> ParsedDocument:
     return ParsedDocument(
         text="",
@@ -68,7 +81,7 @@ def _failed(status: str, reason: str, path: str) -> ParsedDocument:
         reason=reason,
         page_kind=PAGE_KIND,
         parser=PARSER_NAME,
-        parser_version=PARSER_VERSION,
+        parser_version=parser_version(),
     )
 
 
@@ -98,11 +111,13 @@ def _parse(raw: bytes, path: str, max_bytes: int) -> ParsedDocument:
 
 
 def _parse_document(doc: pymupdf.Document, path: str) -> ParsedDocument:
-    rows, heights, bad = extract_rows(doc)
+    engine = ocr_engine()
+    found = extract_rows(doc, engine)
+    rows, heights, bad = found.rows, found.heights, found.bad
     if len(bad) == doc.page_count:
         return _failed(STATUS_ERROR, "corrupt PDF (no page could be read)", path)
     if not rows:
-        return _failed(STATUS_NO_CONTENT, "no text layer", path)
+        return _failed(STATUS_NO_CONTENT, _no_text_reason(found, engine), path)
     rows = _drop_running(rows, heights)
     title = _title(doc, rows) or _stem(path)
     rows = _drop_toc(rows)
@@ -113,6 +128,7 @@ def _parse_document(doc: pymupdf.Document, path: str) -> ParsedDocument:
     text, spans, heads = _assemble(rows)
     notes = [f"repaired damaged PDF, {doc.page_count} pages recovered"] if doc.is_repaired else []
     notes += [f"pages {bad} unreadable"] if bad else []
+    notes += _ocr_notes(found, engine)
     return ParsedDocument(
         text=text,
         title=title,
@@ -122,8 +138,30 @@ def _parse_document(doc: pymupdf.Document, path: str) -> ParsedDocument:
         sections=_sections(text, heads),
         page_spans=spans,
         parser=PARSER_NAME,
-        parser_version=PARSER_VERSION,
+        parser_version=parser_version(),
     )
+
+
+def _no_text_reason(found: Extraction, engine: OcrEngine) -> str:
+    if found.scanned and not found.ocr and not found.ocr_failed:
+        return f"no text layer ({len(found.scanned)} image-only page(s) not OCR'd: {_why_not(engine)})"
+    if found.ocr:
+        return f"no text layer (OCR found no text on {len(found.ocr)} image-only page(s))"
+    return "no text layer"
+
+
+def _why_not(engine: OcrEngine) -> str:
+    return engine.why_not or f"OCR time budget of {OCR_BUDGET_S:.0f} s spent"
+
+
+def _ocr_notes(found: Extraction, engine: OcrEngine) -> list[str]:
+    """What the parse note says about scans: pages OCR'd, failed, or skipped and why."""
+    notes = [f"OCR (Tesseract, {LANGUAGE}, {DPI} dpi) read pages {found.ocr}: no text layer"] if found.ocr else []
+    notes += [f"OCR failed on pages {found.ocr_failed}"] if found.ocr_failed else []
+    skipped = [p for p in found.scanned if p not in found.ocr and p not in found.ocr_failed]
+    if skipped:
+        notes.append(f"image-only pages {skipped} not OCR'd ({_why_not(engine)})")
+    return notes
 
 
 def _drop_running(rows: list[Row], heights: dict[int, float]) -> list[Row]:

@@ -7,9 +7,12 @@ behaviour is the parser's (``pdf.PARSER_VERSION``).
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .pdf_ocr import OCR_BUDGET_S, OcrEngine, ocr_textpage
 
 if TYPE_CHECKING:
     import pymupdf
@@ -43,26 +46,62 @@ def load_pymupdf():
     return pymupdf
 
 
-def extract_rows(doc: pymupdf.Document) -> tuple[list[Row], dict[int, float], list[int]]:
-    """Rows of every readable page; a page that fails to load is listed, not fatal."""
+@dataclass
+class Extraction:
+    """The rows of a document, per-page heights, and which pages failed, were scans, were OCR'd."""
+
+    rows: list[Row] = field(default_factory=list)
+    heights: dict[int, float] = field(default_factory=dict)
+    bad: list[int] = field(default_factory=list)
+    scanned: list[int] = field(default_factory=list)  # images and no text layer
+    ocr: list[int] = field(default_factory=list)  # scanned pages whose text came from OCR
+    ocr_failed: list[int] = field(default_factory=list)
+    ocr_seconds: float = 0.0
+
+
+def extract_rows(doc: pymupdf.Document, engine: OcrEngine | None = None) -> Extraction:
+    """Rows of every readable page (a page that fails to load is listed, not fatal); a page with
+    images but no text is read by OCR when ``engine`` is available, until ``OCR_BUDGET_S`` is spent."""
     mupdf = load_pymupdf()
     # Ligatures expanded and images skipped: only searchable text matters here.
     flags = mupdf.TEXTFLAGS_DICT & ~mupdf.TEXT_PRESERVE_LIGATURES & ~mupdf.TEXT_PRESERVE_IMAGES
-    rows: list[Row] = []
-    heights: dict[int, float] = {}
-    bad: list[int] = []
+    out = Extraction()
     for index in range(doc.page_count):
         try:
             page = doc.load_page(index)
             height = page.rect.height or 1.0
             blocks = page.get_text("dict", flags=flags).get("blocks", [])
+            scanned = not _has_text(blocks) and bool(page.get_images())
         except Exception:  # noqa: BLE001 - salvage the other pages
-            bad.append(index + 1)
+            out.bad.append(index + 1)
             continue
-        heights[index + 1] = height
+        if scanned:
+            out.scanned.append(index + 1)
+            if engine is not None and engine.available and out.ocr_seconds < OCR_BUDGET_S:
+                blocks = _ocr_blocks(page, flags, engine, index + 1, out)
+        out.heights[index + 1] = height
         for bno, block in enumerate(_reading_order(blocks, height)):
-            rows.extend(_block_rows(block, index + 1, bno))
-    return rows, heights, bad
+            out.rows.extend(_block_rows(block, index + 1, bno))
+    return out
+
+
+def _has_text(blocks: list[dict]) -> bool:
+    return any(
+        span.get("text", "").strip() for b in blocks for ln in b.get("lines", []) for span in ln.get("spans", [])
+    )
+
+
+def _ocr_blocks(page, flags: int, engine: OcrEngine, number: int, out: Extraction) -> list[dict]:
+    started = time.perf_counter()
+    try:
+        blocks = page.get_text("dict", flags=flags, textpage=ocr_textpage(page, flags, engine)).get("blocks", [])
+    except Exception:  # noqa: BLE001 - Tesseract failing on one page must not lose the others
+        out.ocr_failed.append(number)
+        return []
+    finally:
+        out.ocr_seconds += time.perf_counter() - started
+    out.ocr.append(number)
+    return blocks
 
 
 def _reading_order(blocks: list[dict], height: float) -> list[dict]:
