@@ -271,10 +271,14 @@ def stream_answer(
     use_claude: bool | None = None,
 ) -> Iterator[str | Answer]:
     """:func:`answer` as text deltas, then the final Answer. Claude streams its tokens; the
-    extractive answer (and any abstention) is sent line by line, which joins to its text."""
+    extractive answer (and any abstention) is sent sentence by sentence, joining to its text."""
     if uses_claude(use_claude) and not abstained and passages:
         yield from stream_with_claude(question, passages, client=client)
         return
     final = answer(question, passages, abstained=abstained, client=client, use_claude=use_claude)
-    yield from final.text.splitlines(keepends=True)
+    yield from (piece for piece in _SENTENCE_END.split(final.text) if piece)
     yield final
+
+
+# after an end mark and a space, or a newline, before the next word
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?\]]\s)|(?<=\n))(?=\S)")
