@@ -85,6 +85,7 @@ def test_metrics_count_requests_by_route_template_and_status(http):
     assert samples(http, "infra_rag_http_rejections_total", route="/v1/search", reason="body_too_large") == 1
     assert samples(http, "infra_rag_http_requests_total", route="unmatched", status="404") == 3
     assert samples(http, "infra_rag_http_request_duration_seconds_count", route="/v1/search") == 7
+    assert samples(http, "infra_rag_http_request_duration_seconds_count", route="unmatched") == 0
     version = http.app.state.serving.current.version
     assert samples(http, "infra_rag_release_served", version=version) == 1
     assert samples(http, "infra_rag_http_inflight_requests") == 1  # the scrape itself

@@ -30,7 +30,8 @@ from prometheus_client import (
 from .. import settings
 from .middleware import Receive, Scope, Send
 
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+QUERY_ROUTES = frozenset({"/search", "/answer", "/judge", "/v1/search", "/v1/answer", "/v1/judge"})
 REJECTIONS = {
     401: "unauthorized",
     413: "body_too_large",
@@ -53,7 +54,7 @@ class ServiceMetrics:
         )
         self.latency = Histogram(
             "infra_rag_http_request_duration_seconds",
-            "time from request to the end of the response (a stream: its last event)",
+            "query routes: time from request to the end of the response (a stream: its last event)",
             ["route"],
             buckets=LATENCY_BUCKETS,
             registry=reg,
@@ -140,7 +141,8 @@ class RecordMetrics:
             raise
         finally:
             m.inflight.dec()
-            m.latency.labels(route).observe(time.perf_counter() - started)
+            if route in QUERY_ROUTES:  # the probes' and scrapes' latency is not worth a scrape's cost
+                m.latency.labels(route).observe(time.perf_counter() - started)
             m.requests.labels(route, method, status[0]).inc()
             reason = REJECTIONS.get(int(status[0])) if status[0].isdigit() else None
             if reason:
