@@ -70,9 +70,15 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def run_load(
-    base_url: str, requests: list[tuple[str, dict]], concurrency: int, *, timeout_s: float = 60.0
+    base_url: str,
+    requests: list[tuple[str, dict]],
+    concurrency: int,
+    *,
+    timeout_s: float = 60.0,
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
-    """POST every (path, json body) once, ``concurrency`` at a time; returns every reply in order."""
+    """POST every (path, json body) once, ``concurrency`` at a time, with ``headers`` added (e.g.
+    an API key); returns every reply in order."""
     parts = urlsplit(base_url)
     if not is_loopback(parts.hostname or ""):
         raise ValueError(f"load generator targets loopback only, not {parts.hostname!r}")
@@ -89,7 +95,7 @@ def run_load(
                 break
             if conn is None:
                 conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
-            replies[index], healthy = _post(conn, *requests[index])
+            replies[index], healthy = _post(conn, *requests[index], headers or {})
             if not healthy:
                 conn.close()
                 conn = None
@@ -108,11 +114,11 @@ def run_load(
     return result
 
 
-def _post(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[Reply, bool]:
+def _post(conn: http.client.HTTPConnection, path: str, body: dict, headers: dict[str, str]) -> tuple[Reply, bool]:
     payload = json.dumps(body).encode()
     started = time.perf_counter()
     try:
-        conn.request("POST", path, body=payload, headers={"content-type": "application/json"})
+        conn.request("POST", path, body=payload, headers={"content-type": "application/json", **headers})
         response = conn.getresponse()
         raw = response.read()
         elapsed = (time.perf_counter() - started) * 1000

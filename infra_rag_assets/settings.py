@@ -34,8 +34,11 @@ VARIABLES = {
     "MEMORY_SCAN_MAX_ROWS": "rows a vector searcher may scan in process (0 = LanceDB always)",
     "MAX_INFLIGHT": "service: queries per worker at once before 503 (set by `infra-rag serve`)",
     "RELEASE_POLL_S": "service: seconds between checks of the release pointer (set by `infra-rag serve`)",
+    "API_KEY_FILE": "service: file of API keys, one per line; requests then need `Authorization: Bearer <key>`",
+    "API_KEY": "service: one API key (a secret: set it from a secret store); joins the file's keys",
 }
 
+METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 _TEMPLATE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
@@ -127,6 +130,22 @@ def release_poll_s(default: float) -> float:
     return float(_read("RELEASE_POLL_S") or default)
 
 
+def api_key_file() -> str:
+    """Path of the service's API key file, '' when unset (set by `infra-rag serve --api-key-file`)."""
+    return _read("API_KEY_FILE")
+
+
+def api_key() -> str:
+    """The service's API key from the environment (a secret), '' when unset."""
+    return _read("API_KEY")
+
+
+def metrics_dir() -> str:
+    """prometheus_client's own PROMETHEUS_MULTIPROC_DIR (its multiprocess mode), '' when unset;
+    `infra-rag serve` sets a fresh one per start."""
+    return os.environ.get(METRICS_DIR_VARIABLE, "").strip()
+
+
 def dagster_home() -> str:
     """Dagster's own DAGSTER_HOME, '' when unset (the CLI then uses <data home>/dagster)."""
     return os.environ.get("DAGSTER_HOME", "").strip()
@@ -140,14 +159,16 @@ def expand(value: str) -> str:
 def child_environment(**settings: str | Path | None) -> dict[str, str]:
     """This process's environment plus ``INFRA_RAG_<NAME>`` settings, for a process the CLI starts.
 
-    ``dagster_home`` sets DAGSTER_HOME (Dagster's own variable); a value of None leaves a name as it is.
+    ``dagster_home`` sets DAGSTER_HOME (Dagster's own variable), ``metrics_dir`` prometheus_client's
+    PROMETHEUS_MULTIPROC_DIR; a value of None leaves a name as it is.
     """
     env = dict(os.environ)
+    foreign = {"dagster_home": "DAGSTER_HOME", "metrics_dir": METRICS_DIR_VARIABLE}
     for name, value in settings.items():
         if value is None:
             continue
-        if name == "dagster_home":
-            env["DAGSTER_HOME"] = str(value)
+        if name in foreign:
+            env[foreign[name]] = str(value)
             continue
         key = name.upper()
         if key not in VARIABLES:

@@ -26,12 +26,12 @@ def client(fresh_home, monkeypatch):
 
 def test_search_answer_and_traces(client):
     http, home = client
-    reply = http.post("/search", json={"question": "How does maxSurge work?", "k": 4})
+    reply = http.post("/v1/search", json={"question": "How does maxSurge work?", "k": 4})
     assert reply.status_code == 200
     body = reply.json()
     assert len(body["hits"]) == 4 and body["hits"][0]["doc_id"].startswith("kubernetes:")
     filtered = http.post(
-        "/search",
+        "/v1/search",
         json={
             "question": "What is the target state of an application?",
             "k": 3,
@@ -41,7 +41,7 @@ def test_search_answer_and_traces(client):
     ).json()
     assert filtered["hits"] and {h["project"] for h in filtered["hits"]} == {"argocd"}
     assert filtered["config"] == "lexical"
-    answer = http.post("/answer", json={"question": "What does maxSurge control in a Deployment?", "offline": True})
+    answer = http.post("/v1/answer", json={"question": "What does maxSurge control in a Deployment?", "offline": True})
     assert answer.status_code == 200 and answer.json()["method"] == "extractive" and answer.json()["citations"]
     http.app.state.serving.sink.flush()
     traces = read_traces(home.traces_dir())
@@ -77,10 +77,11 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.parametrize("prefix", ["/v1", ""], ids=["v1", "deprecated-alias"])
 @pytest.mark.parametrize("payload, status, error_type, field", BAD_INPUTS)
-def test_bad_inputs_get_exact_status_and_a_safe_error_body(client, payload, status, error_type, field):
+def test_bad_inputs_get_exact_status_and_a_safe_error_body(client, payload, status, error_type, field, prefix):
     http, _ = client
-    path = "/answer" if isinstance(payload, dict) and "offline" in payload else "/search"
+    path = prefix + ("/answer" if isinstance(payload, dict) and "offline" in payload else "/search")
     if isinstance(payload, bytes):
         reply = http.post(path, content=payload, headers={"content-type": "application/json"})
     else:
@@ -92,7 +93,7 @@ def test_bad_inputs_get_exact_status_and_a_safe_error_body(client, payload, stat
         assert error["field"] == field and error["message"].startswith(field)
     assert "Traceback" not in reply.text and "/" not in error["message"].replace(" / ", "")
     # the connection and the service stay usable after every bad request
-    assert http.post("/search", json={"question": "What is a Pod?", "k": 1}).status_code == 200
+    assert http.post("/v1/search", json={"question": "What is a Pod?", "k": 1}).status_code == 200
 
 
 def test_a_chunked_body_over_the_limit_is_413_not_a_json_error(client):
@@ -104,10 +105,10 @@ def test_a_chunked_body_over_the_limit_is_413_not_a_json_error(client):
         for _ in range(total // 8192):
             yield b"x" * 8192
 
-    reply = http.post("/search", content=chunks(80 * 1024), headers={"content-type": "application/json"})
+    reply = http.post("/v1/search", content=chunks(80 * 1024), headers={"content-type": "application/json"})
     assert reply.status_code == 413 and reply.json()["error"]["type"] == "body_too_large"
     small = http.post(
-        "/search",
+        "/v1/search",
         content=iter([b'{"question": "What is a Pod?",', b' "k": 1}']),
         headers={"content-type": "application/json"},
     )
@@ -116,7 +117,7 @@ def test_a_chunked_body_over_the_limit_is_413_not_a_json_error(client):
 
 def test_unknown_version_is_404_and_traced(client):
     http, home = client
-    missing = http.post("/search", json={"question": "ok", "version": "nope"})
+    missing = http.post("/v1/search", json={"question": "ok", "version": "nope"})
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "version_not_found"
     http.app.state.serving.sink.flush()
     traced = read_traces(home.traces_dir())
@@ -128,7 +129,7 @@ def test_any_name_that_is_not_a_built_version_is_404(client, name):
     """Names of other files under serving/ (the release pointer) are not versions either."""
     http, home = client
     (home.serving_root() / "release.json.tmp").write_text("{}")
-    for route in ("/search", "/answer"):
+    for route in ("/v1/search", "/v1/answer"):
         reply = http.post(route, json={"question": "What is a Pod?", "version": name})
         assert reply.status_code == 404 and reply.json()["error"]["type"] == "version_not_found", reply.text
         assert "Traceback" not in reply.text and str(home.root) not in reply.text
@@ -136,16 +137,16 @@ def test_any_name_that_is_not_a_built_version_is_404(client, name):
 
 def test_liveness_never_needs_an_index_and_readiness_needs_a_warm_version(client, tmp_path):
     http, _ = client
-    assert http.get("/livez").json() == {"ok": True, "version": None, "detail": ""}
-    ready = http.get("/readyz")
+    assert http.get("/v1/livez").json() == {"ok": True, "version": None, "detail": ""}
+    ready = http.get("/v1/readyz")
     assert ready.status_code == 200 and ready.json()["ok"] and ready.json()["version"]
     assert ready.json()["version"] == http.app.state.serving.current.version
     with TestClient(create_app(DataHome.at(tmp_path / "empty"), ServiceSettings(poll_s=0.2))) as empty:
-        assert empty.get("/livez").status_code == 200  # a pod without a release is alive: no restart loop
-        not_ready = empty.get("/readyz")
+        assert empty.get("/v1/livez").status_code == 200  # a pod without a release is alive: no restart loop
+        not_ready = empty.get("/v1/readyz")
         assert not_ready.status_code == 503 and not_ready.json()["ok"] is False
         assert "no built index version" in not_ready.json()["detail"]
-        assert empty.get("/health").status_code == 503
+        assert empty.get("/v1/health").status_code == 503
 
 
 def test_health_shows_no_filesystem_path(client, monkeypatch):
@@ -154,7 +155,7 @@ def test_health_shows_no_filesystem_path(client, monkeypatch):
     http, home = client
     engine = http.app.state.serving.current
     monkeypatch.setattr(engine, "model_id", str(home.root / "models" / "0123abcd" / "model"))
-    reply = http.get("/health")
+    reply = http.get("/v1/health")
     assert str(home.root) not in reply.text and "/tmp" not in reply.text
     assert reply.json()["checks"]["model"]["model_id"] == "models/0123abcd/model"
 
@@ -168,7 +169,7 @@ def test_unexpected_errors_are_500_logged_with_traceback(client, caplog, monkeyp
 
     monkeypatch.setattr(engine, "search", broken)
     with caplog.at_level("ERROR", logger="infra_rag_assets.service"):
-        reply = http.post("/search", json={"question": "What is a Pod?"})
+        reply = http.post("/v1/search", json={"question": "What is a Pod?"})
     assert reply.status_code == 500 and reply.json()["error"]["type"] == "internal"
     assert "secret" not in reply.text
     assert any(r.exc_info and "secret internal path" in str(r.exc_info[1]) for r in caplog.records)
@@ -177,7 +178,11 @@ def test_unexpected_errors_are_500_logged_with_traceback(client, caplog, monkeyp
 def test_openapi_lists_response_models(client):
     http, _ = client
     schema = http.get("/openapi.json").json()
-    search = schema["paths"]["/search"]["post"]["responses"]
+    search = schema["paths"]["/v1/search"]["post"]["responses"]
+    assert (
+        schema["paths"]["/search"]["post"]["deprecated"] is True
+        and "deprecated" not in schema["paths"]["/v1/search"]["post"]
+    )
     assert search["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/SearchResponse")
     assert search["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
     assert "AnswerResponse" in schema["components"]["schemas"]
@@ -185,16 +190,16 @@ def test_openapi_lists_response_models(client):
 
 def test_health_versions_release(client, built_index):
     http, home = client
-    health = http.get("/health")
+    health = http.get("/v1/health")
     assert health.status_code == 503  # index and model fine, but nothing released yet
     checks = health.json()["checks"]
     assert checks["index"]["ok"] and checks["model"]["ok"] and not checks["release"]["ok"]
     assert checks["index"]["page_index"] is True and checks["traces"]["ok"] and checks["load"]["rejected"] == 0
     releases.record(home.warehouse(), built_index["version"], "release")
-    assert http.get("/health").status_code == 200
-    release = http.get("/release").json()
+    assert http.get("/v1/health").status_code == 200
+    release = http.get("/v1/release").json()
     assert release["current"] == release["serving"] == built_index["version"]
-    assert [v["index_version"] for v in http.get("/versions").json()] == [built_index["version"]]
+    assert [v["index_version"] for v in http.get("/v1/versions").json()] == [built_index["version"]]
 
 
 def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
@@ -206,11 +211,11 @@ def test_the_request_path_never_opens_the_warehouse(client, monkeypatch):
 
     monkeypatch.setattr(Warehouse, "connect", forbidden)
     for path, body in (
-        ("/search", {"question": "What is a Pod?"}),
-        ("/answer", {"question": "What is a Pod?", "offline": True}),
+        ("/v1/search", {"question": "What is a Pod?"}),
+        ("/v1/answer", {"question": "What is a Pod?", "offline": True}),
     ):
         assert http.post(path, json=body).status_code == 200
-    for path in ("/health", "/versions", "/release"):
+    for path in ("/v1/health", "/v1/versions", "/v1/release"):
         assert http.get(path).status_code in (200, 503)
 
 
@@ -218,6 +223,6 @@ def test_without_lifespan_events_the_release_opens_on_first_use(fresh_home):
     app = create_app(DataHome.at(fresh_home))
     http = TestClient(app)  # no `with`: the lifespan (and its watcher) never runs
     try:
-        assert http.post("/search", json={"question": "What is a Pod?", "k": 2}).status_code == 200
+        assert http.post("/v1/search", json={"question": "What is a Pod?", "k": 2}).status_code == 200
     finally:
         app.state.serving.sink.close()

@@ -46,7 +46,7 @@ def _free_port() -> int:
 class Server:
     """`python -m infra_rag_assets serve` in its own process group, stopped at teardown."""
 
-    def __init__(self, home: Path, workers: int, log: Path, poll_s: float = 0.3):
+    def __init__(self, home: Path, workers: int, log: Path, poll_s: float = 0.3, extra: tuple[str, ...] = ()):
         self.port, self.log = _free_port(), log
         env = {**os.environ, "INFRA_RAG_HOME": str(home)}
         env.pop("ANTHROPIC_API_KEY", None)
@@ -62,6 +62,7 @@ class Server:
                 str(workers),
                 "--release-poll",
                 str(poll_s),
+                *extra,
             ],
             env=env,
             stdout=log.open("wb"),
@@ -69,6 +70,7 @@ class Server:
             start_new_session=True,
         )
         self.url = f"http://127.0.0.1:{self.port}"
+        self.headers: dict[str, str] = {}  # e.g. the API key, for wait_ready and get
 
     def wait_ready(self, timeout: float = 180) -> dict:
         deadline = time.monotonic() + timeout
@@ -76,7 +78,8 @@ class Server:
             if self.proc.poll() is not None:
                 pytest.fail(f"server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
+                request = urllib.request.Request(f"{self.url}/v1/health", headers=self.headers)
+                with urllib.request.urlopen(request, timeout=5) as reply:
                     return json.loads(reply.read())
             except urllib.error.HTTPError as exc:  # 503 = up, but not healthy (e.g. no release)
                 return json.loads(exc.read())
@@ -84,12 +87,37 @@ class Server:
                 time.sleep(0.5)
         pytest.fail(f"server not ready in {timeout}s: {self.log.read_text()[-2000:]}")
 
-    def get(self, path: str) -> dict:
+    def get(self, path: str, headers: dict | None = None) -> dict:
+        """GET a JSON path (an error status gives its JSON body)."""
         try:
-            with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as reply:
+            request = urllib.request.Request(f"{self.url}{path}", headers={**self.headers, **(headers or {})})
+            with urllib.request.urlopen(request, timeout=10) as reply:
                 return json.loads(reply.read())
         except urllib.error.HTTPError as exc:
             return json.loads(exc.read())
+
+    def scrape(self) -> dict[tuple[str, ...], float]:
+        """/metrics as {(sample name, *label values of route/status or version): value}."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        request = urllib.request.Request(f"{self.url}/metrics", headers=self.headers)
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            text = reply.read().decode()
+        values: dict[tuple[str, ...], float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = tuple(sample.labels[k] for k in ("route", "status", "version") if k in sample.labels)
+                key = (sample.name, *labels)
+                values[key] = values.get(key, 0.0) + sample.value  # summed over the method label
+        return values
+
+    def metric_files(self) -> list[str]:
+        """The multiprocess files of this start (the workers' PROMETHEUS_MULTIPROC_DIR)."""
+        import psutil
+
+        workers = psutil.Process(self.proc.pid).children(recursive=True) or [psutil.Process(self.proc.pid)]
+        directory = next(p.environ()["PROMETHEUS_MULTIPROC_DIR"] for p in workers)
+        return sorted(os.listdir(directory))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -109,9 +137,9 @@ def released_home(fresh_home, built_index):
 
 
 def _requests(searches: int, answers: int) -> list[tuple[str, dict]]:
-    work = [("/search", {"question": QUESTIONS[i % len(QUESTIONS)], "k": 5}) for i in range(searches)]
+    work = [("/v1/search", {"question": QUESTIONS[i % len(QUESTIONS)], "k": 5}) for i in range(searches)]
     for i in range(answers):  # interleaved, as real traffic is
-        work.insert(i * (len(work) // max(answers, 1)), ("/answer", {"question": QUESTIONS[i % 4], "offline": True}))
+        work.insert(i * (len(work) // max(answers, 1)), ("/v1/answer", {"question": QUESTIONS[i % 4], "offline": True}))
     return work
 
 
@@ -151,8 +179,15 @@ def test_two_workers_hold_concurrent_load_beside_a_cli_batch(released_home, tmp_
         )
         result = run_load(server.url, _requests(220, 20), concurrency=16)
         code, err = cli.wait(timeout=300), cli.stderr.read().decode()
+        scrapes = [server.scrape() for _ in range(6)]  # each on a new connection: any worker answers
+        files = server.metric_files()
     finally:
         server.stop()
+    for scraped in scrapes:  # whichever worker answered, the counts are the sum over both
+        assert scraped[("infra_rag_http_requests_total", "/v1/search", "200")] == 220
+        assert scraped[("infra_rag_http_requests_total", "/v1/answer", "200")] == 20
+        assert scraped[("infra_rag_release_served", built_index["version"])] == 2
+    assert len({name.rsplit("_", 1)[1] for name in files if name.startswith("counter_")}) >= 2, files
     summary = result.summary()
     assert summary["ok"] == 240, f"{summary} {[r.error or r.body for r in result.replies if r.status != 200][:3]}"
     assert code == 0, err[-1500:]
@@ -180,7 +215,7 @@ def test_release_switch_during_load_loses_no_request(released_home, tmp_path, bu
         switch.start()
         result = run_load(server.url, _requests(600, 0), concurrency=8)
         switch.join()
-        health = server.get("/health")
+        health = server.get("/v1/health")
     finally:
         server.stop()
     assert result.summary()["ok"] == 600, result.summary()
@@ -196,12 +231,12 @@ def test_release_switch_during_load_loses_no_request(released_home, tmp_path, bu
     from infra_rag_assets.service import ServiceSettings, create_app
 
     with TestClient(create_app(released_home, ServiceSettings(poll_s=0.2))) as http:
-        assert http.post("/search", json={"question": "What is a Pod?"}).json()["version"] == second
+        assert http.post("/v1/search", json={"question": "What is a Pod?"}).json()["version"] == second
         releases.rollback(released_home.warehouse(), reason="back")
         deadline = time.monotonic() + 30
         while http.app.state.serving.current.version != built_index["version"] and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert http.post("/search", json={"question": "What is a Pod?"}).json()["version"] == built_index["version"]
+        assert http.post("/v1/search", json={"question": "What is a Pod?"}).json()["version"] == built_index["version"]
 
 
 def _build_second_version(home: DataHome, built_index: dict) -> str:

@@ -217,44 +217,47 @@ def traces(obj, last) -> None:
     type=click.FloatRange(0.1, 3600),
     help="seconds between checks of the release pointer (SIGHUP checks at once)",
 )
+@click.option(
+    "--api-key-file",
+    type=click.Path(exists=True, dir_okay=False, readable=True),
+    default=None,
+    help="file of API keys, one per line: every route but /livez and /readyz then needs "
+    "'Authorization: Bearer <key>' (INFRA_RAG_API_KEY adds one from the environment)",
+)
 @click.pass_obj
 @friendly_errors
-def serve(obj, host, port, workers, max_inflight, release_poll) -> None:
-    """Serve POST /search, POST /answer, GET /health, /versions, /release over HTTP."""
+def serve(obj, host, port, workers, max_inflight, release_poll, api_key_file) -> None:
+    """Serve /v1/search, /v1/answer, /v1/health, /v1/versions, /v1/release, /metrics over HTTP."""
     import os
     import sys
+    import tempfile
 
     from .. import settings
     from ..rag.search.engine import VersionNotFound, resolve_version
+    from ..service import uvicorn_command
+    from ..service.access import KeyFileError, load_api_keys
 
     home = obj["store"].data_home()
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
         raise UserError(str(exc)) from None
+    try:  # refuse here, before uvicorn starts workers that would each fail the same way
+        keys = load_api_keys(api_key_file or settings.api_key_file(), settings.api_key())
+    except KeyFileError as exc:
+        raise UserError(str(exc)) from None
     env = settings.child_environment(
-        home=home.root, max_inflight=max_inflight, release_poll_s=release_poll, lancedb_uri=home.lancedb_uri or None
+        home=home.root,
+        max_inflight=max_inflight,
+        release_poll_s=release_poll,
+        lancedb_uri=home.lancedb_uri or None,
+        api_key_file=os.path.abspath(api_key_file) if api_key_file else None,
+        metrics_dir=tempfile.mkdtemp(prefix="infra-rag-metrics-"),  # fresh per start: counters from 0
     )
-    console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s))")
+    auth = f"{len(keys)} API key(s)" if keys else "no API key"
+    console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s), {auth})")
     # uvicorn replaces this process (signals reach it directly); its workers read the settings above
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "infra_rag_assets.service:app_from_env",
-        "--factory",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "info",
-        "--timeout-graceful-shutdown",
-        "10",
-    ]
-    os.execve(sys.executable, command, env)
+    os.execve(sys.executable, uvicorn_command(host, port, workers), env)
 
 
 @click.command()

@@ -1,21 +1,23 @@
-"""HTTP service: POST /search, POST /answer, GET /health, /versions, /release.
+"""HTTP service: POST /v1/search, /v1/answer, /v1/judge, GET /v1/health, /v1/versions,
+/v1/release, the probes and /metrics (the unversioned paths are deprecated aliases).
 
 Read-only over immutable release files: the request path never opens the build's DuckDB
 warehouse. Each worker process opens the released version once (``ServingState``), follows
 the release pointer, writes traces through its own background writer, refuses work past a
-bound on in-flight requests and bodies past a size limit. Every error body is
-``{"error": {"type", "message", "trace_id"}}``; unexpected errors are logged with their
-traceback and answered 500 without internals.
+bound on in-flight requests and requests past header and body limits, and drains on SIGTERM.
+Every error body is ``{"error": {"type", "message", "trace_id"}}``; unexpected errors are
+logged with their traceback and answered 500 without internals.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -24,20 +26,25 @@ from .. import settings as env
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import new_trace_id
 from ..rag.search.engine import single_thread_queries
-from .middleware import BodyLimit, InflightLimit
-from .routes import TracedFailure, operations, queries
+from .access import ApiKeyAuth, ResponseHeaders, load_api_keys
+from .metrics import RecordMetrics, ServiceMetrics
+from .middleware import BodyLimit, HeaderLimit, InflightLimit
+from .routes import TracedFailure, operations, queries, telemetry
 from .state import ServiceSettings, ServingState, Unavailable
 
 log = logging.getLogger("infra_rag_assets.service")
-__all__ = ["ServiceSettings", "ServingState", "app_from_env", "create_app"]
+__all__ = ["ServiceSettings", "ServingState", "app_from_env", "create_app", "uvicorn_command"]
 
 
 def create_app(home: DataHome | None = None, settings: ServiceSettings | None = None) -> FastAPI:
     single_thread_queries()
     state = ServingState(home or DataHome.at(), settings)
+    metrics = ServiceMetrics()
+    state.on_switch = metrics.switched
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        _drain_on_sigterm(state)  # before the release opens: a stop during the warm-up drains too
         state.start()  # opens and warms the served version before the first request
         _on_sighup(state.wake)
         try:
@@ -51,24 +58,55 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
         lifespan=lifespan,
         description="Cited hybrid retrieval over infrastructure docs.",
     )
-    app.state.serving = state
-    app.include_router(queries)
-    app.include_router(operations)
+    app.state.serving, app.state.metrics = state, metrics
+    for router in (queries, operations):
+        app.include_router(router, prefix="/v1")
+        app.include_router(router, deprecated=True)  # the pre-/v1 paths, for one more release
+    app.include_router(telemetry)
     _error_handlers(app)
-    app.add_middleware(InflightLimit, state=state)
-    app.add_middleware(BodyLimit, max_bytes=state.settings.max_body_bytes)
+    limits = state.settings
+    aliases = _paths(queries, operations)
+    documents = {p for p in (app.docs_url, app.redoc_url, app.openapi_url) if p}
+    served = frozenset({*aliases, *(f"/v1{p}" for p in aliases), *_paths(telemetry), *documents})
+    # added innermost first: a request meets them in the reverse order
+    app.add_middleware(InflightLimit, state=state, paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}))
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(ApiKeyAuth, keys=limits.api_keys)
+    app.add_middleware(HeaderLimit, max_count=limits.max_header_count, max_bytes=limits.max_header_bytes)
+    app.add_middleware(ResponseHeaders, state=state, aliases=aliases)
+    app.add_middleware(RecordMetrics, metrics=metrics, state=state, routes=served)
     return app
 
 
+def _paths(*routers: APIRouter) -> frozenset[str]:
+    return frozenset(getattr(route, "path", "") for router in routers for route in router.routes) - {""}
+
+
 def app_from_env() -> FastAPI:
-    """Factory for `uvicorn --factory` workers: home and limits come from the environment that
-    `infra-rag serve` sets (INFRA_RAG_HOME, INFRA_RAG_MAX_INFLIGHT, INFRA_RAG_RELEASE_POLL_S)."""
+    """Factory for `uvicorn --factory` workers: home, limits and keys come from the environment
+    that `infra-rag serve` sets (INFRA_RAG_HOME, _MAX_INFLIGHT, _RELEASE_POLL_S, _API_KEY_FILE)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     defaults = ServiceSettings()
     limits = ServiceSettings(
-        max_inflight=env.max_inflight(defaults.max_inflight), poll_s=env.release_poll_s(defaults.poll_s)
+        max_inflight=env.max_inflight(defaults.max_inflight),
+        poll_s=env.release_poll_s(defaults.poll_s),
+        api_keys=load_api_keys(env.api_key_file(), env.api_key()),
     )
     return create_app(DataHome.at(), limits)
+
+
+def uvicorn_command(host: str, port: int, workers: int) -> list[str]:
+    """The server `infra-rag serve` runs, with the limits of ``ServiceSettings`` it enforces.
+
+    h11, not httptools: h11 bounds the request head (``server_header_buffer_bytes``);
+    httptools buffers headers of any size."""
+    limits = ServiceSettings()
+    return [
+        *(sys.executable, "-m", "uvicorn", "infra_rag_assets.service:app_from_env", "--factory"),
+        *("--host", host, "--port", str(port), "--workers", str(workers), "--log-level", "info"),
+        *("--http", "h11", "--h11-max-incomplete-event-size", str(limits.server_header_buffer_bytes)),
+        *("--timeout-graceful-shutdown", str(limits.graceful_shutdown_s)),
+    ]
 
 
 def _on_sighup(callback) -> None:
@@ -78,6 +116,30 @@ def _on_sighup(callback) -> None:
             signal.signal(signal.SIGHUP, lambda *_: callback())
         except ValueError:
             pass
+
+
+def _drain_on_sigterm(state: ServingState) -> None:
+    """SIGTERM: for ``drain_s`` keep answering, with /readyz 503 (the balancer stops sending)
+    and ``Connection: close`` on every response (clients reconnect elsewhere), then hand the
+    signal to uvicorn, whose graceful shutdown finishes running requests. Repeats of SIGTERM
+    (a process-group kill reaches the workers twice) are ignored; SIGINT still stops at once.
+    Only under a server that handles SIGTERM itself (uvicorn); otherwise nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    server_handler = signal.getsignal(signal.SIGTERM)
+    if not callable(server_handler):
+        return
+
+    def drain(sig, frame) -> None:
+        if state.draining:
+            return
+        state.draining = True
+        log.info("SIGTERM: draining for %.1f s before shutting down", state.settings.drain_s)
+        timer = threading.Timer(state.settings.drain_s, server_handler, args=(sig, frame))
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, drain)
 
 
 def _error(
@@ -91,7 +153,9 @@ def _error(
     body = {"type": error_type, "message": message, "trace_id": trace_id or new_trace_id()}
     if field is not None:
         body["field"] = field
-    return JSONResponse(status_code=status, content={"error": body}, headers=headers)
+    return JSONResponse(
+        status_code=status, content={"error": body}, headers={**(headers or {}), "X-Trace-Id": body["trace_id"]}
+    )
 
 
 def _error_handlers(app: FastAPI) -> None:

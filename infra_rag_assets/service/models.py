@@ -15,7 +15,7 @@ from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
 from ..rag.judge.batch import MAX_PASSAGES as MAX_JUDGE_PASSAGES
 from ..rag.search.engine import MODE_CONFIGS
-from ..rag.search.questions import MAX_QUESTION_CHARS, clean_question
+from ..rag.search.questions import MAX_QUESTION_CHARS, NON_BLANK_PATTERN, clean_question
 from ..rag.search.retrieval_settings import NAMED_CONFIGS
 
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
@@ -23,10 +23,19 @@ ConfigName = Literal[tuple(NAMED_CONFIGS)]  # type: ignore[valid-type]
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 
 
+def question_field() -> Any:
+    """The question as the schema states it; ``clean_question`` (the CLI's rules too) enforces
+    exactly this, plus no NUL and no lone surrogate, which a JSON schema cannot say."""
+    return Field(
+        description=f"1..{MAX_QUESTION_CHARS} characters as sent, not only whitespace, no NUL",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUESTION_CHARS, "pattern": NON_BLANK_PATTERN},
+    )
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    question: str = Field(description=f"1..{MAX_QUESTION_CHARS} characters after stripping")
+    question: str = question_field()
     k: int = Field(default=10, ge=1, le=50)
     version: str | None = Field(
         default=None, pattern=VERSION_PATTERN, description="index version (default: the current release)"
@@ -155,7 +164,7 @@ class JudgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     id: str = Field(default="", max_length=200)
-    question: str = Field(description=f"1..{MAX_QUESTION_CHARS} characters after stripping")
+    question: str = question_field()
     passages: list[JudgePassage] = Field(max_length=MAX_JUDGE_PASSAGES)
     answer: str = Field(max_length=20_000, description="answer text; [n] cites passages[n-1]")
     version: str | None = Field(default=None, pattern=VERSION_PATTERN, description="whose judge (default: release)")

@@ -1,23 +1,30 @@
-"""The HTTP routes: queries (POST /search, /answer) and operations (GET /health, /versions, /release).
+"""The HTTP routes: queries (POST /search, /answer, /judge), operations (GET /health,
+/versions, /release, the probes) and GET /metrics. The app mounts the first two under /v1
+and, deprecated, at the root.
 
-Every query gets a trace id, returned in the response and written with its trace; a query
-that fails after validation is traced as an error with the same id. Handlers are sync
-functions, so FastAPI runs them on its worker threads and the event loop stays free to refuse
-work (InflightLimit) while they run.
+Every query gets a trace id, returned in the response body and its ``X-Trace-Id`` header and
+written with its trace; a query that fails after validation is traced as an error with the
+same id. Handlers are sync functions, so FastAPI runs them on its worker threads and the event
+loop stays free to refuse work (InflightLimit) while they run. ``/answer`` streams server-sent
+events when asked (``Accept: text/event-stream`` or ``?stream=true``).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
-from typing import Annotated
+from collections.abc import Iterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..rag.index.serving_snapshot import list_manifests
 from ..rag.operate import releases
 from ..rag.operate.traces import error_row, new_trace_id, trace_row
 from ..rag.search.engine import hit_record
+from .metrics import CONTENT_TYPE_LATEST
 from .models import (
     AnswerRequest,
     AnswerResponse,
@@ -33,7 +40,9 @@ from .models import (
 )
 from .state import ServingState, Unavailable
 
-ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 413, 422, 500, 503)}
+log = logging.getLogger("infra_rag_assets.service")
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 431, 500, 503)}
+SSE = "text/event-stream"
 
 
 def get_state(request: Request) -> ServingState:
@@ -43,6 +52,7 @@ def get_state(request: Request) -> ServingState:
 State = Annotated[ServingState, Depends(get_state)]
 queries = APIRouter(tags=["queries"], responses=ERRORS)
 operations = APIRouter(tags=["operations"])
+telemetry = APIRouter(tags=["operations"])
 
 
 class TracedFailure(Exception):
@@ -57,23 +67,28 @@ def _traced(state: ServingState, body: SearchRequest, trace_id: str, run):
     try:
         return run()
     except Exception as exc:
-        version = state.current.version if state.current else ""
-        state.sink.submit(
-            error_row(
-                origin="service",
-                version=body.version or version,
-                config_name=body.config_name(),
-                question=body.question,
-                error=f"{type(exc).__name__}: {exc}"[:300],
-                trace_id=trace_id,
-            )
-        )
+        _trace_failure(state, body, trace_id, exc)
         raise TracedFailure(exc, trace_id) from exc
 
 
+def _trace_failure(state: ServingState, body: SearchRequest, trace_id: str, exc: Exception) -> None:
+    version = state.current.version if state.current else ""
+    state.sink.submit(
+        error_row(
+            origin="service",
+            version=body.version or version,
+            config_name=body.config_name(),
+            question=body.question,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            trace_id=trace_id,
+        )
+    )
+
+
 @queries.post("/search", response_model=SearchResponse)
-def search(body: SearchRequest, state: State) -> dict:
+def search(body: SearchRequest, state: State, response: Response) -> dict:
     trace_id, started = new_trace_id(), time.perf_counter()
+    response.headers["X-Trace-Id"] = trace_id
 
     def run():
         engine = state.engine(body.version)
@@ -97,9 +112,52 @@ def search(body: SearchRequest, state: State) -> dict:
     }
 
 
-@queries.post("/answer", response_model=AnswerResponse)
-def answer(body: AnswerRequest, state: State) -> dict:
+ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {
+            SSE: {
+                "schema": {"type": "string"},
+                "example": 'event: meta\ndata: {"version": "...", "config": "...", "trace_id": "..."}\n\n'
+                'event: delta\ndata: {"text": "..."}\n\nevent: answer\ndata: {AnswerResponse}\n\n',
+            }
+        },
+        "description": "JSON, or with `Accept: text/event-stream` (or `?stream=true`) server-sent events: "
+        "`meta`, then `delta` events of text, then one `answer` event (the AnswerResponse, with "
+        "citations) or one `error` event (the error envelope).",
+    }
+}
+
+
+@queries.post("/answer", response_model=AnswerResponse, responses=ANSWER_RESPONSES)
+def answer(
+    body: AnswerRequest,
+    state: State,
+    request: Request,
+    response: Response,
+    stream: Annotated[bool, Query(description="stream server-sent events (as `Accept: text/event-stream`)")] = False,
+) -> Any:
     trace_id = new_trace_id()
+    response.headers["X-Trace-Id"] = trace_id
+    use_claude = False if body.offline else None
+    if stream or SSE in request.headers.get("accept", ""):
+
+        def start():
+            engine = state.engine(body.version)
+            return engine, *engine.answer_stream(
+                body.question,
+                config=body.config_name(),
+                k=body.k,
+                filters=body.filters(),
+                use_claude=use_claude,
+                client=state.claude_client,
+            )
+
+        engine, result, packed, events = _traced(state, body, trace_id, start)
+        return StreamingResponse(
+            _answer_events(state, body, trace_id, engine, result, packed, events),
+            media_type=SSE,
+            headers={"X-Trace-Id": trace_id, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     def run():
         engine = state.engine(body.version)
@@ -108,26 +166,60 @@ def answer(body: AnswerRequest, state: State) -> dict:
             config=body.config_name(),
             k=body.k,
             filters=body.filters(),
-            use_claude=False if body.offline else None,
+            use_claude=use_claude,
+            client=state.claude_client,
         )
 
     engine, outcome = _traced(state, body, trace_id, run)
+    _trace_answer(state, body, trace_id, engine, outcome.result, outcome.answer)
+    return _answer_body(body, trace_id, engine, outcome.answer, outcome.packed)
+
+
+def _answer_events(state, body, trace_id, engine, result, packed, events) -> Iterator[bytes]:
+    """The SSE body: retrieval is done; generation errors arrive as an ``error`` outcome or,
+    if anything raises, as an ``error`` event (the status line has already gone out)."""
+    yield _sse("meta", {"version": engine.version, "config": body.config_name(), "trace_id": trace_id})
+    final = None
+    try:
+        for item in events:
+            if isinstance(item, str):
+                yield _sse("delta", {"text": item})
+            else:
+                final = item
+    except Exception as exc:  # mid-stream: report it as an event, never a reset
+        log.error("streamed answer failed (trace %s)", trace_id, exc_info=exc)
+        _trace_failure(state, body, trace_id, exc)
+        message = "internal error; the trace id identifies it in the server log"
+        yield _sse("error", {"error": {"type": "internal", "message": message, "trace_id": trace_id}})
+        return
+    _trace_answer(state, body, trace_id, engine, result, final)
+    yield _sse("answer", _answer_body(body, trace_id, engine, final, packed))
+
+
+def _sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _trace_answer(state: ServingState, body: AnswerRequest, trace_id: str, engine, result, reply) -> None:
     state.sink.submit(
         trace_row(
             origin="service",
             version=engine.version,
             config_name=body.config_name(),
-            result=outcome.result,
-            answer=outcome.answer,
+            result=result,
+            answer=reply,
             trace_id=trace_id,
         )
     )
+
+
+def _answer_body(body: AnswerRequest, trace_id: str, engine, reply, packed) -> dict:
     return {
         "version": engine.version,
         "config": body.config_name(),
         "trace_id": trace_id,
-        **outcome.answer.to_dict(),
-        "sources": outcome.packed.render_sources(),
+        **reply.to_dict(),
+        "sources": packed.render_sources(),
     }
 
 
@@ -142,6 +234,8 @@ def livez() -> dict:
 def readyz(state: State) -> JSONResponse:
     """Readiness: a version is open and warmed (the state swaps one in only after a warm-up query)."""
     current = state.current
+    if state.draining:
+        return JSONResponse(status_code=503, content={"ok": False, "version": None, "detail": "draining: stopping"})
     if current is None:
         detail = state.reload_error or "no servable index version yet"
         return JSONResponse(status_code=503, content={"ok": False, "version": None, "detail": detail})
@@ -179,6 +273,12 @@ def release(state: State) -> dict:
         "serving": state.current.version if state.current else None,
         "history": pointer.get("history", []),
     }
+
+
+@telemetry.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
+def metrics(request: Request) -> Response:
+    """Prometheus text exposition, summed over every worker of this service start (docs/serving.md)."""
+    return Response(request.app.state.metrics.scrape(), media_type=CONTENT_TYPE_LATEST)
 
 
 @queries.post("/judge", response_model=JudgeResponse)

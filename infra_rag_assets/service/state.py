@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,20 @@ log = logging.getLogger("infra_rag_assets.service")
 
 @dataclass(frozen=True)
 class ServiceSettings:
+    """Every limit and timeout of the service (`infra-rag serve` passes uvicorn its share)."""
+
     max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once
     max_body_bytes: int = 64 * 1024
+    max_header_count: int = 64  # past it 431 from the app (browsers send ~20)
+    max_header_bytes: int = 8 * 1024  # names + values; past it 431 from the app
+    server_header_buffer_bytes: int = 16 * 1024  # uvicorn (h11) refuses a longer request head itself: 400
     retry_after_s: int = 1
     poll_s: float = 2.0  # how soon a new release is noticed
     pinned_engines: int = 2  # explicitly requested versions kept open besides the current one
     trace_queue: int = 10_000
+    drain_s: float = 3.0  # after SIGTERM: /readyz 503 and `Connection: close`, then uvicorn's shutdown
+    graceful_shutdown_s: int = 10  # uvicorn's wait for running requests after the drain
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no authentication
 
 
 class Unavailable(Exception):
@@ -53,6 +61,9 @@ class ServingState:
         self.switches = 0
         self.rejected = 0  # requests refused by the in-flight bound (set by the middleware)
         self.inflight = 0
+        self.draining = False  # SIGTERM seen: finish, tell the balancer, close connections
+        self.claude_client: Any = None  # None: the answerer makes its own (tests pass a faked one)
+        self.on_switch: Any = None  # called with (old version or None, new version) after a switch
         self._pinned: OrderedDict[str, QueryEngine] = OrderedDict()
         self._open_lock = threading.Lock()
         self._failed: tuple[str, Any] | None = None  # (version, pointer stamp) that failed to open
@@ -110,6 +121,8 @@ class ServingState:
             return False
         previous, self.current = self.current, engine
         self.switches, self.reload_error, self._failed = self.switches + 1, "", None
+        if self.on_switch is not None:
+            self.on_switch(previous.version if previous else None, version)
         log.info("serving %s (was %s)", version, previous.version if previous else "nothing")
         return True
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import anthropic
@@ -45,29 +45,73 @@ def answer_with_claude(
     max_tokens: int = 1024,
 ) -> Answer:
     """One Messages API call with citations enabled; API failures become error answers."""
+    base, sent, request = _claude_request(question, passages, prompt, model, max_tokens)
+    if request is None:
+        return Answer(text=ABSTENTION, citations=[], outcome="abstained", **base)
+    started = time.perf_counter()
+    try:
+        response = (client or _default_client()).messages.create(**request)
+    except anthropic.AnthropicError as exc:
+        return _error_answer(base, _one_line_error(exc), started)
+    except TypeError as exc:  # the SDK signals "no credentials" with a bare TypeError
+        return _no_credentials(base, exc, started)
+    return _from_response(response, passages, sent, base, elapsed_ms(started))
+
+
+def stream_with_claude(
+    question: str,
+    passages: Sequence[PassageLike],
+    *,
+    client: anthropic.Anthropic | None = None,
+    model: str | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    max_tokens: int = 1024,
+) -> Iterator[str | Answer]:
+    """:func:`answer_with_claude` streamed: the model's text deltas as they arrive, then the
+    final Answer (its text carries the ``[n]`` markers the deltas do not have)."""
+    base, sent, request = _claude_request(question, passages, prompt, model, max_tokens)
+    if request is None:
+        yield Answer(text=ABSTENTION, citations=[], outcome="abstained", **base)
+        return
+    started = time.perf_counter()
+    try:
+        with (client or _default_client()).messages.stream(**request) as stream:
+            yield from stream.text_stream
+            response = stream.get_final_message()
+    except anthropic.AnthropicError as exc:
+        yield _error_answer(base, _one_line_error(exc), started)
+        return
+    except TypeError as exc:
+        yield _no_credentials(base, exc, started)
+        return
+    yield _from_response(response, passages, sent, base, elapsed_ms(started))
+
+
+def _claude_request(
+    question: str, passages: Sequence[PassageLike], prompt: str, model: str | None, max_tokens: int
+) -> tuple[AnswerBase, list[int], dict[str, Any] | None]:
+    """The Messages API request for these passages (None when none has text: abstain)."""
     spec = get_prompt(prompt)
     base = _claude_base(question, spec, model)
     sent = [i for i, p in enumerate(passages) if p.text.strip()]  # the API rejects empty docs
     if not sent:
-        return Answer(text=ABSTENTION, citations=[], outcome="abstained", **base)
+        return base, sent, None
     content: list[DocumentBlockParam | TextBlockParam] = [_document_block(passages[i]) for i in sent]
     content.append({"type": "text", "text": spec.render(question)})
-    started = time.perf_counter()
-    try:
-        client = client or anthropic.Anthropic(timeout=60.0, max_retries=2)
-        response = client.messages.create(
-            model=base["model"],
-            max_tokens=max_tokens,
-            system=spec.system,
-            messages=[{"role": "user", "content": content}],
-        )
-    except anthropic.AnthropicError as exc:
-        return _error_answer(base, _one_line_error(exc), started)
-    except TypeError as exc:  # the SDK signals "no credentials" with a bare TypeError
-        if "authentication" not in str(exc):
-            raise
-        return _error_answer(base, f"no Anthropic credentials: {exc}", started)
-    return _from_response(response, passages, sent, base, elapsed_ms(started))
+    request = dict(
+        model=base["model"], max_tokens=max_tokens, system=spec.system, messages=[{"role": "user", "content": content}]
+    )
+    return base, sent, request
+
+
+def _default_client() -> anthropic.Anthropic:
+    return anthropic.Anthropic(timeout=60.0, max_retries=2)
+
+
+def _no_credentials(base: AnswerBase, exc: TypeError, started: float) -> Answer:
+    if "authentication" not in str(exc):
+        raise exc
+    return _error_answer(base, f"no Anthropic credentials: {exc}", started)
 
 
 def _claude_base(question: str, spec: Prompt, model: str | None) -> AnswerBase:
@@ -216,3 +260,25 @@ def answer(question: str, passages: Sequence[PassageLike], *, abstained: bool = 
         return answer_with_claude(question, passages, client=client, **ckw)
     ekw = {k: v for k, v in kw.items() if k in _EXTRACTIVE_KW}
     return answer_extractive(question, [] if abstained else passages, **ekw)
+
+
+def stream_answer(
+    question: str,
+    passages: Sequence[PassageLike],
+    *,
+    abstained: bool = False,
+    client: anthropic.Anthropic | None = None,
+    use_claude: bool | None = None,
+) -> Iterator[str | Answer]:
+    """:func:`answer` as text deltas, then the final Answer. Claude streams its tokens; the
+    extractive answer (and any abstention) is sent sentence by sentence, joining to its text."""
+    if uses_claude(use_claude) and not abstained and passages:
+        yield from stream_with_claude(question, passages, client=client)
+        return
+    final = answer(question, passages, abstained=abstained, client=client, use_claude=use_claude)
+    yield from (piece for piece in _SENTENCE_END.split(final.text) if piece)
+    yield final
+
+
+# after an end mark and a space, or a newline, before the next word
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?\]]\s)|(?<=\n))(?=\S)")

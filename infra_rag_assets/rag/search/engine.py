@@ -246,6 +246,19 @@ class QueryEngine:
         )
         return AnswerOutcome(result, packed, reply)
 
+    def answer_stream(self, question: str, *, config: RetrievalSettings | str = DEFAULT_CONFIG, k: int = ANSWER_K,
+                      filters: dict | None = None, use_claude: bool | None = None, client: Any = None):  # fmt: skip
+        """``answer`` with the reply as text deltas then the Answer (``stream_answer``); the
+        retrieval runs before this returns, so its failures are not mid-stream."""
+        from ..answer.generate import stream_answer
+
+        result, packed = self.context(question, config=config, k=k, filters=filters)
+        hits = [p.hit for p in packed.passages]
+        events = stream_answer(
+            question, hits, abstained=result.abstained or not hits, client=client, use_claude=use_claude
+        )
+        return result, packed, events
+
 
 def single_thread_queries() -> None:
     """One torch thread for query embedding: a one-sentence forward pass gains nothing from

@@ -1,7 +1,7 @@
 """What counts as a question, for every entry point (HTTP service, CLI, batch files).
 
 One set of rules, so a question the CLI accepts is one the service accepts: a string, not
-blank after stripping, at most ``MAX_QUESTION_CHARS`` characters, and encodable as UTF-8 (a
+blank after stripping, at most ``MAX_QUESTION_CHARS`` characters as sent, and encodable as UTF-8 (a
 lone surrogate such as ``"\\ud800"`` from a JSON escape is refused here, not deep inside the
 tokenizer). Over-long questions are refused, never silently cut.
 
@@ -16,7 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MAX_QUESTION_CHARS = 2000
+MAX_QUESTION_CHARS = 2000  # as sent, surrounding whitespace included
+# What str.strip() removes (every str.isspace() character): a question must hold one other
+# character. As a JSON-Schema/ECMA pattern, so the HTTP schema states the rule it enforces.
+WHITESPACE_CLASS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NON_BLANK_PATTERN = f"[^{WHITESPACE_CLASS}]"
 MAX_BATCH_LINE_BYTES = 1 << 20  # one JSON line; a question is at most ~8 KB of UTF-8
 
 
@@ -32,13 +36,13 @@ def clean_question(value: Any, *, where: str = "question") -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise QuestionError(f"{where} is not valid Unicode (lone surrogate)") from None
+    if len(value) > MAX_QUESTION_CHARS:
+        raise QuestionError(f"{where} is {len(value)} characters; the limit is {MAX_QUESTION_CHARS}")
     text = value.strip()
     if not text:
         raise QuestionError(f"{where} is blank")
     if "\x00" in text:
         raise QuestionError(f"{where} contains a NUL character")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise QuestionError(f"{where} is {len(text)} characters; the limit is {MAX_QUESTION_CHARS}")
     return text
 
 
