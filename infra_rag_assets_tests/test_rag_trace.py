@@ -15,7 +15,7 @@ from infra_rag_assets.rag.evaluate.answer_metrics import (
     cost_usd,
     token_f1_recall,
 )
-from infra_rag_assets.rag.judge.sentences import answer_sentences, context_sentences
+from infra_rag_assets.rag.judge.sentences import answer_sentences, context_sentences, names_gap
 from infra_rag_assets.rag.judge.trace import (
     cohen_kappa,
     judged_sentences,
@@ -119,6 +119,36 @@ def test_trace_scores_follow_the_definitions():
     assert trace_scores(context, [], [], sentences, None).adherence is None
     with pytest.raises(ValueError):
         trace_scores(context, [], [], sentences, [0.9, 0.9])
+
+
+@pytest.mark.parametrize(
+    ("sentence", "gap"),
+    [
+        ("The indexed documentation does not cover this question.", True),
+        ("The retrieved passages do not say how to skip waiting for the rollout.", True),
+        ("None of the retrieved passages explains how to rename a context.", True),
+        ("There is no information in the docs about GPU sharing.", True),
+        ("The provided context does not specify a default.", True),
+        # claims about the subject that merely look like it: still judged
+        ("The security context does not include privileged mode.", False),
+        ("The sources field does not contain more than one repository.", False),
+        ("Pods are not covered by the default policy.", False),
+        ("The kubelet does not say anything about it.", False),
+    ],
+)
+def test_a_named_gap_is_not_a_claim(sentence, gap):
+    assert names_gap(sentence) is gap
+    assert answer_sentences(sentence)[0].is_claim is (not gap)
+
+
+def test_a_gap_statement_does_not_lower_adherence():
+    context = context_sentences(passages())
+    sentences = answer_sentences("The passages do not say how to change it. The default value of maxSurge is 25%. [1]")
+    assert [s.text for s in judged_sentences(sentences)] == ["The default value of maxSurge is 25%."]
+    trace = trace_scores(context, [], [], sentences, support=[0.9])
+    assert trace.adherence == 0.9 and [v.text for v in trace.sentences] == ["The default value of maxSurge is 25%."]
+    only_gap = trace_scores(context, [], [], answer_sentences("The indexed documentation does not cover this."), [])
+    assert only_gap.adherence is None  # nothing claimed: nothing to support
 
 
 def test_silver_labels_and_kappa():

@@ -90,7 +90,7 @@ def judge_items(judge, items: Sequence[Item]) -> list[dict]:
 
 def _plan(item: Item) -> dict:
     passages = [_Passage(pid, text) for pid, text in item.passages]
-    sentences = [s for s in answer_sentences(item.answer) if s.has_content]
+    sentences = [s for s in answer_sentences(item.answer) if s.is_claim]
     claims, owners = [], []
     for k, s in enumerate(sentences):
         for index in _candidates(s.text, s.passages, passages):

@@ -25,16 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..answer.prompts import ABSTENTION
 from ..evaluate.answer_metrics import token_f1_recall
 from ..evaluate.benchmarks import jsonl_objects
 from .calibration import auroc
-from .sentences import answer_sentences
+from .sentences import answer_sentences, names_gap
 from .trace import cohen_kappa
 
 LABELS = ("grounded", "fabricated", "gap_named", "correct", "citations")
 CITATION_LABELS = ("valid", "wrong", "none")
-_GAP = ("does not cover", "do not cover", "doesn't cover", "not covered", "no information")
 
 
 class LabelError(ValueError):
@@ -120,7 +118,7 @@ def signals(judge, items: Sequence[Labelled]) -> list[dict]:
     cited, anywhere = [], []
     plans = []
     for item in items:
-        sentences = [s for s in answer_sentences(item.answer) if s.has_content]
+        sentences = [s for s in answer_sentences(item.answer) if s.is_claim]
         plans.append((item, sentences))
         for s in sentences:
             evidence = "\n\n".join(item.passages[n - 1] for n in s.passages if 0 < n <= len(item.passages))
@@ -154,8 +152,7 @@ def signals(judge, items: Sequence[Labelled]) -> list[dict]:
 
 
 def _names_gap(answer: str) -> bool:
-    text = " ".join(answer.split()).lower()
-    return ABSTENTION.rstrip(".").lower() in text or any(g in text for g in _GAP)
+    return any(names_gap(s.text) for s in answer_sentences(answer))
 
 
 # (signal, label, the label value the signal's HIGH side predicts)

@@ -44,6 +44,35 @@ class AnswerSentence:
         """Connective text ("Here is how:") states nothing to support."""
         return len(prose_terms(self.text)) >= 2
 
+    @property
+    def is_claim(self) -> bool:
+        """States something about the subject that a passage must support: content, and not a
+        statement about what the sources leave out (that is judged as a named gap, not support)."""
+        return self.has_content and not names_gap(self.text)
+
+
+# What the retrieved context is called; not bare "context", "sources" or "page": Kubernetes has
+# securityContext and Argo CD a sources field, and claims about those must still be judged.
+_SOURCES = (
+    r"(?:(?:(?:retrieved|indexed|provided|given|cited)\s+)?(?:documentation|docs|passages?|excerpts?)"
+    r"|(?:retrieved|indexed|provided|given|cited)\s+(?:\w+\s+)?(?:context|text|sources?|pages?))"
+)
+_NOT_COVERED = re.compile(
+    rf"\b{_SOURCES}\b[^.;]*?\b(?:do(?:es)?\s+not|do(?:es)?n[’']t|never|not)\s+"
+    r"(?:\w+\s+)?(?:cover|say|mention|describe|specify|state|explain|include|contain|address|document|discuss)"
+    rf"|\b(?:none|neither)\s+of\s+the\s+{_SOURCES}\b"
+    rf"|\b(?:no|nothing)\s+(?:information|details?|mention)\b[^.;]*?\b{_SOURCES}\b"
+    rf"|\b{_SOURCES}\b[^.;]*?\b(?:no|nothing)\s+(?:information|details?|mention|about)\b",
+    re.IGNORECASE,
+)
+
+
+def names_gap(text: str) -> bool:
+    """Whether ``text`` says the sources do not cover something ("The indexed documentation
+    does not cover this question.", "The passages do not say how ..."): a statement about the
+    retrieved context, not a claim about the subject."""
+    return bool(_NOT_COVERED.search(" ".join(text.split())))
+
 
 def context_sentences(passages: Sequence[PassageLike]) -> list[ContextSentence]:
     """Every prose sentence of every passage, in passage order."""

@@ -109,7 +109,7 @@ def trace_scores(
 
 def judged_sentences(answer: Sequence[AnswerSentence]) -> list[AnswerSentence]:
     """The sentences the judge is asked about: they state something and cite a passage."""
-    return [s for s in answer if s.has_content and s.passages]
+    return [s for s in answer if s.is_claim and s.passages]
 
 
 def _verdicts(answer: Sequence[AnswerSentence], support: Sequence[float] | None) -> list[SentenceVerdict] | None:
@@ -122,7 +122,7 @@ def _verdicts(answer: Sequence[AnswerSentence], support: Sequence[float] | None)
     return [
         SentenceVerdict(s.text, s.passages, float(scores.get(id(s), 0.0)))
         for s in answer
-        if s.has_content  # an uncited content sentence is unsupported by definition
+        if s.is_claim  # an uncited claim is unsupported by definition
     ]
 
 
