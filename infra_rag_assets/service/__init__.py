@@ -70,7 +70,7 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
     served = frozenset({*aliases, *(f"/v1{p}" for p in aliases), *_paths(telemetry), *documents})
     # added innermost first: a request meets them in the reverse order
     app.add_middleware(InflightLimit, state=state, paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}))
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     app.add_middleware(ApiKeyAuth, keys=limits.api_keys)
     app.add_middleware(HeaderLimit, max_count=limits.max_header_count, max_bytes=limits.max_header_bytes)
     app.add_middleware(ResponseHeaders, state=state, aliases=aliases)

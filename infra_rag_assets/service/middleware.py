@@ -6,6 +6,7 @@ worker spends almost nothing on a request it refuses.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -64,8 +65,8 @@ class BodyLimit:
     the in-flight bound (``InflightLimit``, inside this one) only once its body has arrived, and
     an oversized chunked body is refused here instead of surfacing as a JSON error."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: Any, max_bytes: int, timeout_s: float) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -73,17 +74,17 @@ class BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             return await self._refuse(send)
-        chunks, seen = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left before its body arrived: nothing to answer
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                return await self._refuse(send)
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        chunks: list[bytes] = []
+        try:  # a body trickled in a byte at a time must not hold the connection for ever
+            async with asyncio.timeout(self.timeout_s):
+                complete = await self._read(receive, chunks)
+        except TimeoutError:
+            message = f"request body not received within {self.timeout_s:g} s"
+            return await send_error(send, 408, "body_timeout", message, [(b"connection", b"close")])
+        if complete is None:
+            return  # the client left before its body arrived: nothing to answer
+        if not complete:
+            return await self._refuse(send)
         body, delivered = b"".join(chunks), False
 
         async def replay() -> dict:
@@ -94,6 +95,21 @@ class BodyLimit:
             return await receive()  # after the body: the disconnect notice, as the server sends it
 
         await self.app(scope, replay, send)
+
+    async def _read(self, receive: Receive, chunks: list[bytes]) -> bool | None:
+        """Read the body into ``chunks``: True when complete, False when over the bound, None
+        when the client disconnected."""
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                return False
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return True
 
     async def _refuse(self, send: Send) -> None:
         await send_error(send, 413, "body_too_large", f"request body over {self.max_bytes} bytes")

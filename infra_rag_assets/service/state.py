@@ -32,6 +32,7 @@ class ServiceSettings:
 
     max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once
     max_body_bytes: int = 64 * 1024
+    body_timeout_s: float = 10.0  # the whole body must arrive within this, else 408 (slow-body clients)
     max_header_count: int = 64  # past it 431 from the app (browsers send ~20)
     max_header_bytes: int = 8 * 1024  # names + values; past it 431 from the app
     server_header_buffer_bytes: int = 16 * 1024  # uvicorn (h11) refuses a longer request head itself: 400
