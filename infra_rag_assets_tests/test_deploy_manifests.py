@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import kubernetes_validate
@@ -190,3 +191,18 @@ def test_kubernetes_checks_catch_a_misspelt_field():
     deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["paht"] = "/readyz"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, K8S_VERSIONS[-1], strict=True)
+
+
+def test_image_scripts_parse():
+    """The Dockerfile's shell scripts at least parse (the image build itself is not run in CI)."""
+    for script in sorted((DEPLOY / "image").glob("*.sh")):
+        subprocess.run(["sh", "-n", str(script)], check=True)
+
+
+def test_build_context_is_an_allowlist_without_tests_or_data():
+    rules = [r.strip() for r in (DEPLOY.parent / ".dockerignore").read_text().splitlines()]
+    rules = [r for r in rules if r and not r.startswith("#")]
+    assert rules[0] == "*"  # everything out, then what the wheel is built from back in
+    allowed = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
+    assert "infra_rag_assets" in allowed and "pyproject.toml" in allowed
+    assert not allowed & {"infra_rag_assets_tests", "eval", ".infra_rag", "docs"}
