@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from infra_rag_assets import settings
+
 # Fixture builds are quick builds (base model as is): adapting the model trains for seconds to
 # minutes per build. The tests of adaptation itself (test_domain_model.py) opt in with
 # BuildResource(adapt=True) and a tiny recipe.
@@ -16,8 +18,9 @@ os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 # Likewise the support judge trains on a few hundred pairs in fixture builds (seconds, not minutes).
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-TRAIN_SPLIT = Path(__file__).resolve().parents[2] / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"
+# The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
+CORPUS = settings.corpus_dir()
+TRAIN_SPLIT = settings.bench_dir() / "k8s-docs-rag-bench" / "qa_train.jsonl"
 PAGE = "concepts_workloads_controllers_deployment"  # the fixture's page with real train questions
 OFF_FIXTURE = 4  # train questions in train_subset whose page is not in the fixture corpus
 

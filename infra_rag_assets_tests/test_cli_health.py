@@ -122,7 +122,7 @@ def test_abstention_canary_is_skipped_without_a_floor(cli):
 
 
 def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
-    """eval/canary.yaml targets the full corpus: its Argo CD sync waves and kube-apiserver pages
+    """The packaged canary.yaml targets the full corpus: its Argo CD sync waves and kube-apiserver pages
     are not in the fixture, so those canaries must fail (and the command exit 1)."""
     assert len(load_canaries()) == 5
     _release(cli.home)

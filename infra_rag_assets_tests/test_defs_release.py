@@ -9,6 +9,7 @@ import pytest
 
 from infra_rag_assets.control.builds import change_serving, materialize_version, serve_if_approved
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from infra_rag_assets.package_data import dagster_yaml_template
 from infra_rag_assets.rag.operate import releases
 
 pytestmark = pytest.mark.build
@@ -257,7 +258,6 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
 def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_path, monkeypatch):
     """`infra-rag release` / `infra-rag rollback`: runs of release_version / rollback on the CLI's instance."""
     import shutil
-    from pathlib import Path
 
     from click.testing import CliRunner
 
@@ -277,7 +277,7 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     ).success
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
-    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copyfile(dagster_yaml_template(), dagster_home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     with dg.DagsterInstance.get() as cli_instance:
         cli_instance.add_dynamic_partitions("index_version", [version])

@@ -68,7 +68,7 @@ def _health_detail(name: str, check: dict) -> str:
 @click.command()
 @index_version_option(help="index version to test (default: the current release)")
 @click.option(
-    "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)"
+    "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else the packaged one)"
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON output")
 @click.pass_obj

@@ -35,7 +35,7 @@ def stage_order() -> list[str]:
     "--sources",
     "sources_file",
     default=None,
-    help="sources.yaml to read (default: $INFRA_RAG_SOURCES, else the project's)",
+    help="sources.yaml to read (default: $INFRA_RAG_SOURCES, else the packaged one)",
 )
 @click.pass_context
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:

@@ -147,7 +147,7 @@ def ui(obj, port, host) -> None:
 
     from .. import settings
     from ..control.builds import ensure_dagster_home
-    from ..defs.resources import PROJECT_ROOT
+    from ..package_data import workspace_yaml
 
     dagster_home, data_home = ensure_dagster_home(obj["store"]), obj["store"].data_home().root.resolve()
     env = settings.child_environment(
@@ -164,13 +164,12 @@ def ui(obj, port, host) -> None:
         "dagster",
         "dev",
         "-w",
-        str(PROJECT_ROOT / "workspace.yaml"),
+        str(workspace_yaml()),
         "--host",
         host,
         "--port",
         str(port),
     ]
-    os.chdir(PROJECT_ROOT)
     os.execve(sys.executable, command, env)
 
 
