@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 import dagster as dg
 import pytest
@@ -282,11 +283,12 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     with dg.DagsterInstance.get() as cli_instance:
         cli_instance.add_dynamic_partitions("index_version", [version])
     runner = CliRunner()
-    done = runner.invoke(main, ["--home", store.home, "release", "--version", version])
-    assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["--home", store.home, "release", "--version", version, "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["released"] == version, done.output
     assert releases.current_release(store.data_home().warehouse()) == version
-    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed"])
-    assert done.exit_code == 0 and "older-version" in done.output, done.output
+    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout) == {"rolled_back": version, "serving": "older-version", "run_id": ANY}
     assert releases.current_release(store.data_home().warehouse()) == "older-version"
     with dg.DagsterInstance.get() as cli_instance:
         events = cli_instance.fetch_materializations(dg.AssetKey("serving_release"), limit=5).records
