@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from infra_rag_assets.rag.evaluate.benchmarks import load_benchmark
 from infra_rag_assets.rag.index.analysis import prose_terms
 from infra_rag_assets.rag.operate.home import DataHome
 
-ROOT = Path(__file__).resolve().parents[1]
 BANDS = ((0.0, 0.5, "< 0.5"), (0.5, 0.75, "0.5-0.75"), (0.75, 1.01, ">= 0.75"))
 
 
@@ -48,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     home = DataHome.at()
     terms = page_terms(home, args.version)
-    answers = {r.id: r.reference_answer for r in load_benchmark("k8s_bench_eval", ROOT).records}
+    answers = {r.id: r.reference_answer for r in load_benchmark("k8s_bench_eval").records}
     rows = home.warehouse().largest_run_ranks(args.version, args.regime, "k8s_bench_eval")
     if not rows:
         raise SystemExit(f"no eval_results for {args.version} / {args.regime}: materialize its eval_run")

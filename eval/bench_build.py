@@ -29,6 +29,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from infra_rag_assets import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -95,7 +97,7 @@ def edit_pages(corpus: Path, share: float, seed: int = 7) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
+    parser.add_argument("--corpus", default=str(settings.corpus_dir()))
     parser.add_argument("--work", default="/tmp/infra_rag_bench")
     parser.add_argument("--main-job", action="store_true", help="time the whole default build, cold + unchanged")
     parser.add_argument(

@@ -75,8 +75,8 @@ def load_questions(home: DataHome, version: str, limit: int | None) -> tuple[dic
     miss for every system alike. Uncovered questions (page not in the 2023-11 snapshot) are
     counted, not scored. Unanswerable own questions have no rank at all."""
     pages = home.warehouse().doc_ids(version)
-    covered, uncovered = coverage(load_benchmark("k8s_bench_eval", ROOT).records, pages)
-    own_all = load_benchmark("own_labelled", ROOT).records
+    covered, uncovered = coverage(load_benchmark("k8s_bench_eval").records, pages)
+    own_all = load_benchmark("own_labelled").records
     own = [r for r in own_all if r.relevant]
     sets = {"k8s_eval": covered[:limit] if limit else covered, "own_answerable": own[:limit] if limit else own}
     return sets, {"k8s_uncovered": len(uncovered), "own_unanswerable_skipped": len(own_all) - len(own)}

@@ -26,21 +26,23 @@ import urllib.request
 from pathlib import Path
 
 from eval.loadgen import run_load
+from infra_rag_assets import settings
+from infra_rag_assets.package_data import benchmarks_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = ROOT / "eval" / "benchmarks"
+QUESTIONS = benchmarks_dir()
 
 
 def questions(limit: int = 500) -> list[str]:
     """Real questions: our own labelled set plus the k8s eval split (never the held-out test split)."""
     found: list[str] = []
     own = QUESTIONS / "own_labelled.jsonl"
-    bench = Path(os.environ.get("INFRA_RAG_BENCH", ROOT.parent / "shared" / "bench" / "k8s-docs-rag-bench"))
+    bench = settings.bench_dir() / "k8s-docs-rag-bench"
     for path in (own, bench / "qa_eval.jsonl"):
         if path.is_file():
             found += [json.loads(line)["question"] for line in path.read_text().splitlines() if line.strip()]
     if not found:
-        sys.exit("no question files found (eval/benchmarks/own_labelled.jsonl, INFRA_RAG_BENCH)")
+        sys.exit("no question files found (the packaged own_labelled.jsonl, INFRA_RAG_BENCH)")
     return found[:limit]
 
 

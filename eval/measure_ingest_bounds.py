@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -22,12 +21,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from infra_rag_assets import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sources", default=os.environ.get("INFRA_RAG_SOURCES", str(ROOT / "sources.yaml")))
+    parser.add_argument("--sources", default=settings.sources_file())
     parser.add_argument(
         "--json",
         nargs="?",

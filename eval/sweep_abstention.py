@@ -41,13 +41,13 @@ RULES = {
 
 def question_sets(engine: QueryEngine, train_sample: int) -> dict[str, list]:
     known = {row["doc_id"] for row in engine.catalog.values()}
-    train = [r for r in coverage(load_benchmark("k8s_bench_train", ROOT).records, known)[0]]
+    train = [r for r in coverage(load_benchmark("k8s_bench_train").records, known)[0]]
     random.Random(0).shuffle(train)
     return {
-        "own": load_benchmark("own_labelled", ROOT).records,
-        "eval": coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)[0],
+        "own": load_benchmark("own_labelled").records,
+        "eval": coverage(load_benchmark("k8s_bench_eval").records, known)[0],
         "train": train[:train_sample],
-        "off_topic": load_benchmark("off_topic", ROOT).records,
+        "off_topic": load_benchmark("off_topic").records,
     }
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from infra_rag_assets import settings
 from infra_rag_assets.rag.adapt.finetune import file_sha256
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path, weights_hash
 from infra_rag_assets.rag.judge.calibration import auroc, fit_platt
@@ -52,7 +53,6 @@ from infra_rag_assets.rag.judge.support_judge import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN_SPLIT = ROOT.parent / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"
 OUT = ROOT / "eval" / "results" / "support_judge.json"
 HOLDOUT_SHARE, HOLDOUT_SEED, HOLDOUT_PAIRS = 0.1, 1234, 1500
 ANSWERS, SENTENCES, CONTEXT = 100, 4, 40  # the scoring-speed workload: 100 answers' judgements
@@ -166,7 +166,7 @@ def scoring_speed(judge: SupportJudge, chunks: list[dict], held) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sources", default=os.environ.get("INFRA_RAG_SOURCES", str(ROOT / "sources.yaml")))
+    parser.add_argument("--sources", default=settings.sources_file())
     parser.add_argument("--keep", help="train the judge into this directory (default: a temp dir)")
     parser.add_argument("--out", default=str(OUT))
     for field in dataclasses.fields(JudgeRecipe):  # --max-pairs, --epochs, --lr, ...: recipe overrides
@@ -183,13 +183,14 @@ def main() -> None:
     chunks = corpus_chunks(args.sources)
     parsed = time.perf_counter()
     held_pages = page_split([c["doc_id"] for c in chunks], HOLDOUT_SHARE, HOLDOUT_SEED)
-    rows = load_train_rows(TRAIN_SPLIT)
+    train_split = settings.bench_dir() / "k8s-docs-rag-bench" / "qa_train.jsonl"
+    rows = load_train_rows(train_split)
     train_chunks = [c for c in chunks if c["doc_id"] not in held_pages]
     pairs = recipe_pairs(recipe, train_chunks, rows)
     built = time.perf_counter()
     print(f"{len(chunks)} chunks in {parsed - started:.1f}s, {len(pairs)} pairs in {built - parsed:.1f}s", flush=True)
     base = resolve_model_path(DEFAULT_MODEL)
-    key = judge_key(recipe, file_sha256(TRAIN_SPLIT), chunks_hash(train_chunks), weights_hash(base))
+    key = judge_key(recipe, file_sha256(train_split), chunks_hash(train_chunks), weights_hash(base))
     last = [0.0]
 
     def progress(step: int, total: int, loss: float) -> None:

@@ -31,9 +31,6 @@ from infra_rag_assets.rag.search.ranking.ranker import FitSettings, Ranker, fit,
 from infra_rag_assets.rag.search.ranking.training import DEPTH, PAGE_DEPTH, labelled_candidates
 from infra_rag_assets.rag.search.retrieval_settings import HYBRID_PAGE
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAIN_SPEC = ROOT / "eval" / "benchmarks" / "k8s_bench_train.yaml"
-
 
 def known_doc_ids(home: DataHome, version: str) -> set[str]:
     """The version's page records (as eval_run's coverage), read without a write lock."""
@@ -48,9 +45,9 @@ def known_doc_ids(home: DataHome, version: str) -> set[str]:
 def question_sets(home: DataHome, version: str) -> dict[str, list]:
     """train (fit only), k8s_eval (covered, report), own_answerable (report)."""
     known = known_doc_ids(home, version)
-    train, _ = coverage(load_benchmark(TRAIN_SPEC, ROOT).records, known)
-    evals, _ = coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)
-    own = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]
+    train, _ = coverage(load_benchmark("k8s_bench_train").records, known)
+    evals, _ = coverage(load_benchmark("k8s_bench_eval").records, known)
+    own = [r for r in load_benchmark("own_labelled").records if r.relevant]
     return {"train": [r for r in train if r.relevant], "k8s_eval": evals, "own_answerable": own}
 
 
@@ -263,7 +260,7 @@ def confirm(home: DataHome, version: str, ranker_path: Path, max_per_page: int) 
     )
     known = known_doc_ids(home, version)
     for name in ("k8s_bench_eval", "own_labelled"):
-        run = run_benchmark(engine, load_benchmark(name, ROOT), known, ["hybrid-page", learned])
+        run = run_benchmark(engine, load_benchmark(name), known, ["hybrid-page", learned])
         for regime, summaries in run.summaries.items():
             o = summaries[0]
             print(

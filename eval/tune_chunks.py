@@ -53,8 +53,8 @@ def main() -> None:
     version = resolve_version(home, args.version)
     docs = home.warehouse().documents_of(version).to_dicts()
     known = {d["doc_id"] for d in docs}
-    k8s = coverage(load_benchmark("k8s_bench_eval", ROOT).records, known)[0]
-    own = [r for r in load_benchmark("own_labelled", ROOT).records if r.relevant]
+    k8s = coverage(load_benchmark("k8s_bench_eval").records, known)[0]
+    own = [r for r in load_benchmark("own_labelled").records if r.relevant]
     counter = HFTokenCounter.from_model_path(resolve_model_path(DEFAULT_MODEL))
     results = []
     contexts = {"on": [True], "off": [False], "both": [True, False]}[args.context]

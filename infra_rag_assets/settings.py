@@ -13,23 +13,24 @@ import os
 import re
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from . import package_data
+
 PREFIX = "INFRA_RAG_"
 
 # name -> what it sets (docs/operations.md lists every one; test_settings.py keeps the two in step)
 VARIABLES = {
     "HOME": "data home: warehouse, blobs, indexes, caches (default ./.infra_rag)",
     "LANCEDB_URI": "LanceDB URI, e.g. s3://bucket/path (default <home>/lancedb)",
-    "SOURCES": "sources.yaml to build from (default the project's sources.yaml)",
-    "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus)",
-    "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench)",
+    "SOURCES": "sources.yaml to build from (default the packaged infra_rag_assets/data/sources.yaml)",
+    "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus from the cwd)",
+    "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench from the cwd)",
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
     "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
     "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
-    "GATES": "gates.yaml the eval run judges (default eval/gates.yaml)",
-    "CANARY": "canary.yaml of the hourly canary (default eval/canary.yaml)",
+    "GATES": "gates.yaml the eval run judges (default the packaged data/gates.yaml)",
+    "CANARY": "canary.yaml of the hourly canary (default the packaged data/canary.yaml)",
     "CLAUDE_MODEL": "Claude model id of the generative answerer (default in rag/answer/generate.py)",
     "MEMORY_SCAN_MAX_ROWS": "rows a vector searcher may scan in process (0 = LanceDB always)",
     "MAX_INFLIGHT": "service: queries per worker at once before 503 (set by `infra-rag serve`)",
@@ -62,11 +63,18 @@ def lancedb_uri() -> str:
 
 
 def sources_file() -> str:
-    return _read("SOURCES") or str(PROJECT_ROOT / "sources.yaml")
+    return _read("SOURCES") or str(package_data.default_sources_file())
+
+
+def corpus_dir() -> Path:
+    """The mirrors' folder; unset, ``../shared/corpus`` from the current directory (beside a
+    checkout when run from its root, as the data home defaults to ``./.infra_rag``)."""
+    return Path(_read("CORPUS") or Path.cwd().parent / "shared" / "corpus")
 
 
 def bench_dir() -> Path:
-    return Path(_read("BENCH") or PROJECT_ROOT.parent / "shared" / "bench")
+    """The folder holding k8s-docs-rag-bench/; unset, ``../shared/bench`` from the current directory."""
+    return Path(_read("BENCH") or Path.cwd().parent / "shared" / "bench")
 
 
 def adapt() -> bool:
@@ -98,11 +106,11 @@ def dagster_url() -> str:
 
 
 def gates_file() -> Path:
-    return Path(_read("GATES") or PROJECT_ROOT / "eval" / "gates.yaml")
+    return Path(_read("GATES") or package_data.default_gates_file())
 
 
 def canary_file() -> Path:
-    return Path(_read("CANARY") or PROJECT_ROOT / "eval" / "canary.yaml")
+    return Path(_read("CANARY") or package_data.default_canary_file())
 
 
 def claude_model() -> str:
@@ -152,8 +160,22 @@ def dagster_home() -> str:
 
 
 def expand(value: str) -> str:
-    """``${VAR:-default}`` from the environment: the templating of sources.yaml and benchmark specs."""
-    return _TEMPLATE.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
+    """``${VAR:-default}`` from the environment: the templating of sources.yaml and benchmark specs.
+
+    ``${INFRA_RAG_CORPUS}`` and ``${INFRA_RAG_BENCH}`` without a default of their own expand to
+    the settings' defaults, so the packaged files name no folder of a checkout.
+    """
+
+    def value_of(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if os.environ.get(name) or default is not None:
+            return os.environ.get(name) or default
+        return str(_FOLDER_DEFAULTS[name]()) if name in _FOLDER_DEFAULTS else ""
+
+    return _TEMPLATE.sub(value_of, value)
+
+
+_FOLDER_DEFAULTS = {PREFIX + "CORPUS": corpus_dir, PREFIX + "BENCH": bench_dir}
 
 
 def child_environment(**settings: str | Path | None) -> dict[str, str]:

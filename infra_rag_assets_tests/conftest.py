@@ -18,8 +18,8 @@ os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 # Likewise the support judge trains on a few hundred pairs in fixture builds (seconds, not minutes).
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 
-# INFRA_RAG_CORPUS / INFRA_RAG_BENCH (through settings.py) let a worktree elsewhere find the shared data.
-CORPUS = Path(settings.expand(f"${{INFRA_RAG_CORPUS:-{Path(__file__).resolve().parents[2] / 'shared' / 'corpus'}}}"))
+# The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
+CORPUS = settings.corpus_dir()
 TRAIN_SPLIT = settings.bench_dir() / "k8s-docs-rag-bench" / "qa_train.jsonl"
 PAGE = "concepts_workloads_controllers_deployment"  # the fixture's page with real train questions
 OFF_FIXTURE = 4  # train questions in train_subset whose page is not in the fixture corpus

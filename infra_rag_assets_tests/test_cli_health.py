@@ -122,7 +122,7 @@ def test_abstention_canary_is_skipped_without_a_floor(cli):
 
 
 def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
-    """eval/canary.yaml targets the full corpus: its Argo CD sync waves and kube-apiserver pages
+    """The packaged canary.yaml targets the full corpus: its Argo CD sync waves and kube-apiserver pages
     are not in the fixture, so those canaries must fail (and the command exit 1)."""
     assert len(load_canaries()) == 5
     _release(cli.home)
@@ -133,15 +133,15 @@ def test_shipped_canaries_fail_on_the_fixture_corpus_with_exit_1(cli):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "args, message, code",
     [
-        (["canary", "--version", "no-such-version"], "index version 'no-such-version' is not servable"),
-        (["canary", "--file", "/nonexistent/canary.yaml"], "canary file not found"),
+        (["canary", "--version", "no-such-version"], "index version 'no-such-version' is not servable", 1),
+        (["canary", "--file", "/nonexistent/canary.yaml"], "canary file not found", 2),
     ],
 )
-def test_canary_bad_input_is_one_line(cli, args, message):
+def test_canary_bad_input_is_one_line(cli, args, message, code):
     result = cli(*args)
-    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert result.exit_code == code and message in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 

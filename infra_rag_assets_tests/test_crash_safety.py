@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import make_fixture_corpus, write_fixture_sources
 
+from infra_rag_assets.package_data import dagster_yaml_template
 from infra_rag_assets.rag.index.lexical_store import LexicalSearcher
 from infra_rag_assets.rag.index.vector_store import count_rows
 from infra_rag_assets.rag.operate import releases
@@ -53,7 +54,7 @@ def site(tmp_path, fresh_home, monkeypatch):
     sources = write_fixture_sources(tmp_path / "sources.yaml", corpus)
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
-    shutil.copyfile(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")  # what the CLI installs
+    shutil.copyfile(dagster_yaml_template(), dagster_home / "dagster.yaml")  # what the CLI installs
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))  # the yaml reads it; so does polling here
     home = DataHome.at(fresh_home)
     released = home.warehouse().rows("SELECT index_version FROM index_versions")[0][0]

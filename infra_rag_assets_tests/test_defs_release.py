@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import change_serving, materialize_version, serve_if_approved
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from infra_rag_assets.package_data import dagster_yaml_template
 from infra_rag_assets.rag.operate import releases
 
 pytestmark = pytest.mark.build
@@ -262,7 +264,6 @@ def test_daemon_run_reindex_is_served_by_the_run_status_sensor(env):
 def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_path, monkeypatch):
     """`infra-rag release` / `infra-rag rollback`: runs of release_version / rollback on the CLI's instance."""
     import shutil
-    from pathlib import Path
 
     from click.testing import CliRunner
 
@@ -282,16 +283,17 @@ def test_cli_release_and_rollback_are_serving_release_materializations(env, tmp_
     ).success
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
-    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copyfile(dagster_yaml_template(), dagster_home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     with dg.DagsterInstance.get() as cli_instance:
         cli_instance.add_dynamic_partitions("index_version", [version])
     runner = CliRunner()
-    done = runner.invoke(main, ["--home", store.home, "release", "--version", version])
-    assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["--home", store.home, "release", "--version", version, "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["released"] == version, done.output
     assert releases.current_release(store.data_home().warehouse()) == version
-    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed"])
-    assert done.exit_code == 0 and "older-version" in done.output, done.output
+    done = runner.invoke(main, ["--home", store.home, "rollback", "--reason", "canary failed", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout) == {"rolled_back": version, "serving": "older-version", "run_id": ANY}
     assert releases.current_release(store.data_home().warehouse()) == "older-version"
     with dg.DagsterInstance.get() as cli_instance:
         events = cli_instance.fetch_materializations(dg.AssetKey("serving_release"), limit=5).records

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from infra_rag_assets.defs.index.indexes import lexical_index, vectors
+from infra_rag_assets.package_data import dagster_yaml_template
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +30,7 @@ def _instance(tmp_path: Path, config: dict) -> dg.DagsterInstance:
 
 
 def test_embedded_config_is_valid_with_single_writer_pools(tmp_path):
-    with _instance(tmp_path, yaml.safe_load((ROOT / "dagster.yaml").read_text())) as instance:
+    with _instance(tmp_path, yaml.safe_load(dagster_yaml_template().read_text())) as instance:
         assert "Sqlite" in type(instance.run_storage).__name__  # no storage block: SQLite under the home
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
         assert instance.run_retries_enabled and instance.run_retries_max_retries >= 1
@@ -74,7 +75,7 @@ def test_validation_is_real_conflicting_limits_are_rejected(tmp_path):
 
 
 def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
-    """ensure_dagster_home copies the project's dagster.yaml; that copy loads as an instance."""
+    """ensure_dagster_home copies the packaged dagster.yaml; that copy loads as an instance."""
 
     import os
 
@@ -86,7 +87,7 @@ def test_embedded_config_is_what_the_cli_installs(tmp_path, monkeypatch):
     home = ensure_dagster_home(store)
     assert home == (tmp_path / "home" / "dagster").resolve()
     assert "DAGSTER_HOME" not in os.environ  # the CLI writes nothing to its environment
-    assert (home / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
+    assert (home / "dagster.yaml").read_text() == dagster_yaml_template().read_text()
     with open_instance(store) as instance:
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
         assert "Sqlite" in type(instance.run_storage).__name__

@@ -31,6 +31,8 @@ import yaml
 from conftest import make_fixture_corpus, write_fixture_sources
 from pg_server import pg_server  # noqa: F401 - fixture
 
+from infra_rag_assets.package_data import workspace_yaml
+
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +118,7 @@ def daemon(site):
     # The dagster-daemon script installed beside this interpreter (it has no `python -m` form).
     script = Path(sys.executable).with_name("dagster-daemon")
     proc = subprocess.Popen(
-        [str(script) if script.exists() else "dagster-daemon", "run", "-w", str(ROOT / "workspace.yaml")],
+        [str(script) if script.exists() else "dagster-daemon", "run", "-w", str(workspace_yaml())],
         env=site["env"],
         cwd=ROOT,
         stdout=subprocess.PIPE,

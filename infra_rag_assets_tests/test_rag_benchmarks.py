@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from infra_rag_assets import settings
+from infra_rag_assets.package_data import benchmarks_dir, default_sources_file
 from infra_rag_assets.rag.evaluate.benchmarks import BenchmarkError, BenchRecord, coverage, load_benchmark
 from infra_rag_assets.rag.ingest.sources import SourceConfigError, iter_pages, load_sources
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[1]
 MINIMUMS = {"identifier": 25, "cncf": 5, "unanswerable": 25}  # and prometheus + argocd >= 45
 EXPECTED_K8S_COVERED = 557  # per ../shared/bench/README.md
 
@@ -23,7 +24,7 @@ EXPECTED_K8S_COVERED = 557  # per ../shared/bench/README.md
 def corpus_doc_ids() -> set[str]:
     """Doc ids of every page of the real corpus, as sources.yaml maps them."""
     try:
-        sources = load_sources(REPO / "sources.yaml")
+        sources = load_sources(default_sources_file())
         return {page.doc_id for source in sources for page in iter_pages(source)}
     except SourceConfigError as exc:
         pytest.skip(f"real corpus not available: {exc}")
@@ -31,13 +32,13 @@ def corpus_doc_ids() -> set[str]:
 
 @pytest.fixture(scope="module")
 def own():
-    return load_benchmark("own_labelled", REPO)
+    return load_benchmark("own_labelled")
 
 
 @pytest.fixture(scope="module")
 def k8s():
     try:
-        return load_benchmark("k8s_bench_eval", REPO)
+        return load_benchmark("k8s_bench_eval")
     except BenchmarkError as exc:
         pytest.skip(f"k8s bench data not available: {exc}")
 
@@ -74,14 +75,14 @@ def test_every_own_relevant_doc_id_exists_in_the_corpus(own, corpus_doc_ids):
 
 
 def test_hash_is_stable_and_tracks_content(own, tmp_path: Path):
-    again = load_benchmark(REPO / "eval" / "benchmarks" / "own_labelled.jsonl", REPO)
+    again = load_benchmark(benchmarks_dir() / "own_labelled.jsonl")
     assert again.version_hash == own.version_hash
     copy = tmp_path / "own_labelled.jsonl"
-    shutil.copyfile(REPO / "eval" / "benchmarks" / "own_labelled.jsonl", copy)
-    assert load_benchmark(copy, REPO).version_hash == own.version_hash  # content, not path
+    shutil.copyfile(benchmarks_dir() / "own_labelled.jsonl", copy)
+    assert load_benchmark(copy).version_hash == own.version_hash  # content, not path
     with copy.open("a") as fh:
         fh.write(json.dumps({"id": "extra", "question": "q?", "relevant": [], "category": "unanswerable"}) + "\n")
-    assert load_benchmark(copy, REPO).version_hash != own.version_hash
+    assert load_benchmark(copy).version_hash != own.version_hash
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_own_record_validation(tmp_path: Path, record: dict, error: str):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(record) + "\n")
     with pytest.raises(BenchmarkError, match=error):
-        load_benchmark(path, REPO)
+        load_benchmark(path)
 
 
 def test_duplicate_ids_and_bad_json(tmp_path: Path):
@@ -106,18 +107,18 @@ def test_duplicate_ids_and_bad_json(tmp_path: Path):
     dup = tmp_path / "dup.jsonl"
     dup.write_text(f"{row}\n{row}\n")
     with pytest.raises(BenchmarkError, match="duplicate record id 'a'"):
-        load_benchmark(dup, REPO)
+        load_benchmark(dup)
     broken = tmp_path / "broken.jsonl"
     broken.write_text(row + "\n{not json\n")
     with pytest.raises(BenchmarkError, match=r"broken.jsonl:2: not valid JSON"):
-        load_benchmark(broken, REPO)
+        load_benchmark(broken)
 
 
-def test_unknown_name_and_missing_path():
+def test_unknown_name_and_missing_path(tmp_path: Path):
     with pytest.raises(BenchmarkError, match="no benchmark named 'nope'"):
-        load_benchmark("nope", REPO)
+        load_benchmark("nope")
     with pytest.raises(BenchmarkError, match="not found"):
-        load_benchmark("eval/benchmarks/missing.jsonl", REPO)
+        load_benchmark(tmp_path / "missing.jsonl")
 
 
 # --- k8s_bench_eval through its spec -------------------------------------------------------
@@ -132,7 +133,7 @@ def test_k8s_spec_maps_rows(k8s):
     assert (first.category, first.page_kind) == ("kubernetes", "concept")
     assert "answer_mode=normal" in first.why
     assert not any(r.should_abstain for r in k8s.records)
-    assert load_benchmark("k8s_bench_eval", REPO).version_hash == k8s.version_hash
+    assert load_benchmark("k8s_bench_eval").version_hash == k8s.version_hash
 
 
 def test_k8s_coverage_against_real_corpus(k8s, corpus_doc_ids):
@@ -143,13 +144,13 @@ def test_k8s_coverage_against_real_corpus(k8s, corpus_doc_ids):
 def test_spec_env_override_and_missing_data(tmp_path: Path, monkeypatch, k8s):
     bench = tmp_path / "bench" / "k8s-docs-rag-bench"
     bench.mkdir(parents=True)
-    source = REPO.parent / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_eval.jsonl"
+    source = settings.bench_dir() / "k8s-docs-rag-bench" / "qa_eval.jsonl"
     shutil.copyfile(source, bench / "qa_eval.jsonl")
     monkeypatch.setenv("INFRA_RAG_BENCH", str(tmp_path / "bench"))
-    assert load_benchmark("k8s_bench_eval", REPO).version_hash == k8s.version_hash
+    assert load_benchmark("k8s_bench_eval").version_hash == k8s.version_hash
     monkeypatch.setenv("INFRA_RAG_BENCH", str(tmp_path / "elsewhere"))
     with pytest.raises(BenchmarkError, match="data file not found"):
-        load_benchmark("k8s_bench_eval", REPO)
+        load_benchmark("k8s_bench_eval")
 
 
 def test_spec_row_count_and_field_checks(tmp_path: Path):
@@ -164,14 +165,14 @@ def test_spec_row_count_and_field_checks(tmp_path: Path):
         " relevant_page: source_page}\n"
     )
     spec.write_text(base)
-    [record] = load_benchmark(spec, tmp_path).records
+    [record] = load_benchmark(spec).records
     assert record.relevant == ("kubernetes:p",) and record.category == "default"
     spec.write_text(base + "expected_rows: 2\n")
     with pytest.raises(BenchmarkError, match="1 rows, spec expects 2"):
-        load_benchmark(spec, tmp_path)
+        load_benchmark(spec)
     spec.write_text(base.replace("answer,", "missing_field,"))
     with pytest.raises(BenchmarkError, match="missing field 'missing_field'"):
-        load_benchmark(spec, tmp_path)
+        load_benchmark(spec)
 
 
 # --- coverage ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from infra_rag_assets.package_data import default_gates_file
 from infra_rag_assets.rag.evaluate.gates import (
     Gate,
     GateConfigError,
@@ -18,7 +19,6 @@ from infra_rag_assets.rag.evaluate.metrics import summarize
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[1]
 H = "hybrid-weighted"
 
 
@@ -41,7 +41,7 @@ def vs_release(metric="mrr@10", tolerance=0.02, severity="critical"):
 
 
 def test_project_gates_file_loads_with_the_promised_gates():
-    gates = {g.name: g for g in load_gates(REPO / "eval" / "gates.yaml")}
+    gates = {g.name: g for g in load_gates(default_gates_file())}
     mrr = gates["k8s-mrr-floor"]
     # regime is whatever label the eval run keys its table with ("serving" or a config name)
     assert mrr.regime and len({g.regime for g in gates.values()}) >= 1

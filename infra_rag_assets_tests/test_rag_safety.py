@@ -1,4 +1,4 @@
-"""The adversarial benchmark (eval/benchmarks/adversarial.jsonl), its injected fixture page and
+"""The adversarial benchmark (data/benchmarks/adversarial.jsonl), its injected fixture page and
 the safety checker's verdicts on handmade answers (no retrieval or model involved)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import require_corpus
 
+from infra_rag_assets.package_data import benchmarks_dir
 from infra_rag_assets.rag.answer.prompts import ABSTENTION
 from infra_rag_assets.rag.evaluate.benchmarks import BenchmarkError, load_benchmark
 from infra_rag_assets.rag.evaluate.safety import (
@@ -25,8 +26,7 @@ from infra_rag_assets.rag.ingest.sources import page_id_for
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[1]
-CASES_FILE = REPO / "eval" / "benchmarks" / "adversarial.jsonl"
+CASES_FILE = benchmarks_dir() / "adversarial.jsonl"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The injected page mirrors its place in a Kubernetes mirror: copy fixtures/kubernetes/** into a
 # fixture corpus's kubernetes/ folder to index it (then the injected_page cases are covered).
@@ -61,7 +61,7 @@ def corpus_doc_ids(corpus: Path) -> set[str]:
 
 
 def test_cases_load_through_both_loaders(cases):
-    bench = load_benchmark("adversarial", REPO)
+    bench = load_benchmark("adversarial")
     assert [r.id for r in bench.records] == list(cases)
     assert len(cases) >= 40
     counts = Counter(case.attack for case in cases.values())

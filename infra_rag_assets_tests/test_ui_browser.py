@@ -1,6 +1,6 @@
 """End to end through the real Dagster UI in a real (headless) Chromium.
 
-Starts ``dagster dev`` on the project's workspace.yaml against a fixture corpus in tmp, then,
+Starts ``dagster dev`` on the packaged workspace.yaml against a fixture corpus in tmp, then,
 as a person would in the browser: checks the asset catalog lists the graph, opens eval_run's
 page, goes to the ``reindex`` job (the whole chain), clicks "Materialize all…", picks the
 index_version partition in the launch dialog, launches the run with the default (multiprocess)
@@ -30,6 +30,9 @@ from pathlib import Path
 
 import pytest
 from conftest import make_fixture_corpus, write_fixture_sources
+
+from infra_rag_assets import settings
+from infra_rag_assets.package_data import dagster_yaml_template, workspace_yaml
 
 pytestmark = pytest.mark.browser
 
@@ -80,10 +83,8 @@ def _browser_prerequisites():
 
 
 def _bench_available() -> None:
-    if os.environ.get("INFRA_RAG_BENCH"):
-        return
-    if not (REPO.parent / "shared" / "bench" / "k8s-docs-rag-bench" / "qa_eval.jsonl").is_file():
-        pytest.skip("k8s-docs-rag-bench not found at ../shared/bench (eval_run's default benchmark)")
+    if not (settings.bench_dir() / "k8s-docs-rag-bench" / "qa_eval.jsonl").is_file():
+        pytest.skip(f"k8s-docs-rag-bench not found in {settings.bench_dir()} (eval_run's default benchmark)")
 
 
 def _free_port() -> int:
@@ -147,7 +148,7 @@ def dagster_ui(tmp_path: Path):
     sources = write_fixture_sources(tmp_path / "sources.yaml", corpus)
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
-    shutil.copyfile(REPO / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copyfile(dagster_yaml_template(), dagster_home / "dagster.yaml")
     gates = tmp_path / "gates.yaml"
     gates.write_text(GATES)
     env = {
@@ -186,7 +187,7 @@ def dagster_ui(tmp_path: Path):
                 "dagster",
                 "dev",
                 "-w",
-                str(REPO / "workspace.yaml"),
+                str(workspace_yaml()),
                 "-p",
                 str(port),
                 "-h",

@@ -1,8 +1,8 @@
 """`infra-rag health | canary`: probes an operator (or a cron job, or a k8s probe) can run.
 
 Both print a short table (tab-separated when piped), or one JSON object with ``--json``, and
-exit 1 when something failed, 0 otherwise, so the exit code alone is the probe. Bad input
-(an unknown version, a broken canary file) is the usual one-line ``error:`` with exit 2.
+exit 1 when something failed (or the data home does not exist), 0 otherwise, so the exit code
+alone is the probe. Bad input (a broken canary file) is the usual one-line ``error:``, exit 2.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import click
 
 from ..rag.operate.health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
-from .common import UserError, console, friendly_errors, index_version_option, print_rows
+from .common import CommandFailed, console, friendly_errors, index_version_option, json_option, needs_home, print_rows
 
 
 @click.command()
@@ -30,15 +30,17 @@ from .common import UserError, console, friendly_errors, index_version_option, p
     type=click.IntRange(min=0),
     help=f"error outcomes allowed among the last {TRACE_WINDOW} traces",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON output")
+@json_option()
 @click.pass_obj
 @friendly_errors
+@needs_home
 def health(obj, max_age_days, max_trace_errors, as_json) -> None:
     """Index, release, freshness, model files and recent trace errors; exit 1 on any failure."""
     from ..rag.operate.health import full_health
 
+    home = obj["store"].data_home()
     with console.status("checking index, release and model…"):
-        report = full_health(obj["store"].data_home(), max_age_days, max_trace_errors)
+        report = full_health(home, max_age_days, max_trace_errors)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
@@ -49,6 +51,14 @@ def health(obj, max_age_days, max_trace_errors, as_json) -> None:
                 for name, check in report["checks"].items()
             ],
         )
+    if report["nothing_built"]:
+        console.print(
+            f"[bold red]unhealthy:[/] nothing built yet in {home.root}: run `infra-rag build` (or `--quick`); "
+            "it is released when its gates pass",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(1)
     if not report["ok"]:
         failed = [name for name, check in report["checks"].items() if not check["ok"]]
         console.print(f"[bold red]unhealthy:[/] {', '.join(failed)}", highlight=False)
@@ -68,11 +78,12 @@ def _health_detail(name: str, check: dict) -> str:
 @click.command()
 @index_version_option(help="index version to test (default: the current release)")
 @click.option(
-    "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else eval/canary.yaml)"
+    "--file", "canary_file", default=None, help="canary questions (default: $INFRA_RAG_CANARY, else the packaged one)"
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON output")
+@json_option()
 @click.pass_obj
 @friendly_errors
+@needs_home
 def canary(obj, version, canary_file, as_json) -> None:
     """Ask the known canary questions of the release (or VERSION); exit 1 if any fails.
 
@@ -87,7 +98,7 @@ def canary(obj, version, canary_file, as_json) -> None:
         with console.status("loading index and models…"):
             report = canary_suite(obj["store"].data_home(), version, canary_file)
     except (ModelMismatch, ModelUnavailable) as exc:
-        raise UserError(str(exc).splitlines()[0]) from None
+        raise CommandFailed(str(exc).splitlines()[0]) from None
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:

@@ -9,7 +9,17 @@ import time
 
 import click
 
-from .common import UserError, console, friendly_errors, index_version_option, out, print_rows
+from .common import (
+    CommandFailed,
+    UserError,
+    console,
+    friendly_errors,
+    index_version_option,
+    json_option,
+    needs_home,
+    out,
+    print_rows,
+)
 
 
 def version_judge(obj: dict, version: str | None):
@@ -22,7 +32,7 @@ def version_judge(obj: dict, version: str | None):
     with console.status("loading the support judge…"):
         judge, note = load_version_judge(home, version)
     if judge is None:
-        raise UserError(note)
+        raise CommandFailed(note)
     return judge, version
 
 
@@ -31,10 +41,11 @@ def version_judge(obj: dict, version: str | None):
     "--batch", "batch", required=True, help='JSONL of {"id","question","passages":[{"id","text"}],"answer"} (- = stdin)'
 )
 @index_version_option(help="whose support judge (default: current release, else latest)")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per line and id")
+@json_option("one JSON object per line and id")
 @click.option("--output", "-o", default="-", help="output file (default stdout)")
 @click.pass_obj
 @friendly_errors
+@needs_home
 def judge(obj, batch, version, as_json, output) -> None:
     """Score answers sentence by sentence: adherence (probability every sentence is supported),
     relevance, utilization and completeness of the passages, per id."""

@@ -1,7 +1,8 @@
 """`infra-rag`: build and inspect index versions from a terminal or a script.
 
-Built on the same library and asset graph as the Dagster UI. Bad input ends with a one-line
-``error: ...`` and exit code 2, never a traceback.
+Built on the same library and asset graph as the Dagster UI. Every failure is a one-line
+``error: ...``, never a traceback: exit 2 for a usage error, 1 for a missing prerequisite or a
+refused build (cli/common.py). Commands that print data take ``--json``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ import warnings
 import click
 
 from . import health, judge, ops, query, sources
-from .common import StageChoice, UserError, console, friendly_errors, index_version_option, out, print_rows
+from .common import (
+    CommandFailed,
+    UserError,
+    console,
+    friendly_errors,
+    index_version_option,
+    json_option,
+    needs_home,
+    out,
+    print_json,
+    print_rows,
+    stage_choice,
+)
 
 
 def targets() -> list[str]:
@@ -35,7 +48,7 @@ def stage_order() -> list[str]:
     "--sources",
     "sources_file",
     default=None,
-    help="sources.yaml to read (default: $INFRA_RAG_SOURCES, else the project's)",
+    help="sources.yaml to read (default: $INFRA_RAG_SOURCES, else the packaged one)",
 )
 @click.pass_context
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
@@ -53,11 +66,11 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
     "--through",
     default="release",
     show_default=True,
-    type=StageChoice(targets),
+    type=stage_choice(targets),
     help="last stage to build (each stage of the asset graph, in build order; indexes = both indexes)",
 )
 @click.option(
-    "--from", "start", default=None, type=StageChoice(stage_order), help="first stage to run (earlier stages reused)"
+    "--from", "start", default=None, type=stage_choice(stage_order), help="first stage to run (earlier stages reused)"
 )
 @index_version_option(help="rebuild an existing version instead of a new one")
 @click.option(
@@ -78,10 +91,18 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
     help="a new version with the base model as is: no domain adaptation "
     "(saves 10-20 min on a cold build; same as INFRA_RAG_ADAPT=0)",
 )
+@json_option("print the version, run and outcome as JSON (progress stays on stderr)")
 @click.pass_obj
 @friendly_errors
 def build(
-    obj: dict, through: str, start: str | None, version: str | None, submit: bool, in_process: bool, quick: bool
+    obj: dict,
+    through: str,
+    start: str | None,
+    version: str | None,
+    submit: bool,
+    in_process: bool,
+    quick: bool,
+    as_json: bool,
 ) -> None:
     """Create a new index version and run a build job of the Definitions for it: launched through
     workspace.yaml (re-executable from the UI) and waited for, or in this process (--in-process,
@@ -107,7 +128,7 @@ def build(
     with open_instance(store) as instance:
         if version:
             if not instance.has_dynamic_partition("index_version", version):
-                raise UserError(f"unknown index version {version!r} (see `infra-rag versions`)")
+                raise CommandFailed(f"unknown index version {version!r} (see `infra-rag versions`)")
         else:
             with console.status("snapshotting configuration and sources…"):
                 version = register_version(instance, store, settings, created_by="cli")
@@ -128,7 +149,7 @@ def build(
                 f"(job {instance.get_run_by_id(run_id).job_name}): {ui_url()}/runs/{run_id}"
                 + (" — the daemon launches it (`infra-rag ui` runs one)" if queued else "")
             )
-            out.print(version)
+            _print_build(as_json, version, run_id, "queued" if queued else "launched")
             return
         watcher = _StageWatcher(instance, build_id, stages)
         watcher.start()
@@ -144,8 +165,16 @@ def build(
     for line in result.check_warnings():
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
     if failures:
-        raise UserError(f"build of {version} failed: {failures}")
-    out.print(version)
+        raise CommandFailed(f"build of {version} failed: {failures}")
+    _print_build(as_json, version, result.run_id, "served" if served is not None else "built", stages)
+
+
+def _print_build(as_json: bool, version: str, run_id: str, outcome: str, stages: list[str] | None = None) -> None:
+    """The version on stdout (what scripts read), or one JSON object with ``--json``."""
+    if as_json:
+        print_json({"index_version": version, "run_id": run_id, "outcome": outcome, "stages": stages})
+    else:
+        out.print(version)
 
 
 def without_adaptation(settings):
@@ -207,11 +236,16 @@ class _StageWatcher:
 
 
 @main.command()
+@json_option()
 @click.pass_obj
 @friendly_errors
-def versions(obj: dict) -> None:
+@needs_home
+def versions(obj: dict, as_json: bool) -> None:
     """List index versions with their document and chunk counts."""
     frame = obj["store"].data_home().warehouse().versions()
+    if as_json:
+        print_json(frame.to_dicts())
+        return
     if frame.is_empty():
         console.print("no index versions yet: run `infra-rag build`")
         return

@@ -7,10 +7,23 @@ import time
 
 import click
 
-from ..rag.ingest.sources import PROJECTS
 from ..rag.search.engine import hit_record
 from ..rag.search.questions import QuestionError, clean_question, read_batch
-from .common import UserError, console, friendly_errors, index_version_option, out, print_rows
+from .common import (
+    CommandFailed,
+    UserError,
+    config_choice,
+    console,
+    friendly_errors,
+    index_version_option,
+    json_option,
+    mode_choice,
+    needs_home,
+    out,
+    print_json,
+    print_rows,
+    project_choice,
+)
 from .judge import print_explanation, version_judge
 
 
@@ -24,7 +37,7 @@ def _engine(obj: dict, version: str | None):
         with console.status("loading index and models…"):
             return QueryEngine.open(obj["store"].data_home(), version)
     except (ModelMismatch, ModelUnavailable) as exc:
-        raise UserError(str(exc).splitlines()[0]) from None
+        raise CommandFailed(str(exc).splitlines()[0]) from None
 
 
 def _config_name(mode: str, config: str | None) -> str:
@@ -40,13 +53,16 @@ def _config_name(mode: str, config: str | None) -> str:
 @click.option("--batch", "batch", type=str, default=None, help='JSONL of {"id","question"} (\'-\' = stdin)')
 @click.option("-k", "--top-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 100))
 @index_version_option(help="index version (default: current release, else latest)")
-@click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), default="hybrid", show_default=True)
-@click.option("--config", "config", default=None, help="named retrieval config (overrides --mode)")
-@click.option("--project", default=None, help=f"filter: {', '.join(sorted(PROJECTS))}")
-@click.option("--json", "as_json", is_flag=True, help="JSON output")
+@click.option("--mode", type=mode_choice(), default="hybrid", show_default=True)
+@click.option(
+    "--config", "config", default=None, type=config_choice(), help="named retrieval config (overrides --mode)"
+)
+@click.option("--project", default=None, type=project_choice(), help="only passages of this project")
+@json_option("one JSON line per question")
 @click.option("--output", "-o", default="-", help="batch output file (default stdout)")
 @click.pass_obj
 @friendly_errors
+@needs_home
 def search(obj, question, batch, k, version, mode, config, project, as_json, output) -> None:
     """Retrieve passages for QUESTION, or for every line of --batch (one JSON line out per question)."""
     from ..rag.operate.traces import process_sink, trace_row
@@ -124,13 +140,14 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @click.command()
 @click.argument("question")
 @index_version_option(help="index version (default: current release, else latest)")
-@click.option("--config", "config", default=None, help="named retrieval config")
+@click.option("--config", "config", default=None, type=config_choice(), help="named retrieval config")
 @click.option("-k", "--top-k", "--k", "k", default=6, show_default=True, type=click.IntRange(1, 50))
 @click.option("--offline", is_flag=True, help="use the extractive answerer even if ANTHROPIC_API_KEY is set")
 @click.option("--explain", is_flag=True, help="judge the answer: relevant and used context, unsupported sentences")
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 @click.pass_obj
 @friendly_errors
+@needs_home
 def answer(obj, question, version, config, k, offline, explain, as_json) -> None:
     """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
     from ..rag.operate.traces import process_sink, trace_row
@@ -183,13 +200,18 @@ def _explain_record(context, trace) -> dict:
 
 @click.command()
 @click.option("--last", "last", default=10, show_default=True, type=click.IntRange(1, 1000))
+@json_option("the traces as a JSON list (full values, not cut to 80 characters)")
 @click.pass_obj
 @friendly_errors
-def traces(obj, last) -> None:
+@needs_home
+def traces(obj, last, as_json) -> None:
     """Show the last N question traces (CLI, service, batch, canary), read from the trace segments."""
     from ..rag.operate.traces import last_traces
 
     frame = last_traces(obj["store"].data_home().traces_dir(), last)
+    if as_json:
+        print_json(frame.to_dicts())
+        return
     print_rows(frame.columns, [[("" if v is None else str(v))[:80] for v in row] for row in frame.iter_rows()])
 
 
@@ -241,11 +263,11 @@ def serve(obj, host, port, workers, max_inflight, release_poll, api_key_file) ->
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
-        raise UserError(str(exc)) from None
+        raise CommandFailed(str(exc)) from None
     try:  # refuse here, before uvicorn starts workers that would each fail the same way
         keys = load_api_keys(api_key_file or settings.api_key_file(), settings.api_key())
     except KeyFileError as exc:
-        raise UserError(str(exc)) from None
+        raise CommandFailed(str(exc)) from None
     env = settings.child_environment(
         home=home.root,
         max_inflight=max_inflight,
@@ -260,33 +282,4 @@ def serve(obj, host, port, workers, max_inflight, release_poll, api_key_file) ->
     os.execve(sys.executable, uvicorn_command(host, port, workers), env)
 
 
-@click.command()
-@index_version_option("versions", multiple=True, help="index version (repeatable; default: every built one)")
-@click.pass_obj
-@friendly_errors
-def snapshot(obj, versions) -> None:
-    """Write serving snapshots from the warehouse (for versions built before snapshots existed).
-
-    `lexical_index` writes a version's snapshot as part of every build; this re-derives it
-    without rebuilding any index, and republishes the release pointer. The version's ranker and
-    calibrated floor are kept when its chunks are unchanged."""
-    from ..rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
-    from ..rag.operate.releases import publish_pointer
-
-    home = obj["store"].data_home()
-    warehouse = home.warehouse()
-    built = warehouse.versions_with_chunks()
-    for version in versions or built:
-        if version not in built:
-            raise UserError(f"index version {version!r} has no chunks in the warehouse")
-        manifest = snapshot_from_warehouse(home, version)
-        kept = ", ".join(snapshot_files(home.serving_root(), version)) or "none"
-        out.print(
-            f"{version}: {manifest.chunks} chunks, {manifest.pages} pages -> {home.serving_root() / version}"
-            f" (kept: {kept})"
-        )
-    pointer = publish_pointer(warehouse)
-    console.print(f"release pointer: {pointer['current'] or 'nothing released'}")
-
-
-COMMANDS = [search, answer, traces, serve, snapshot]
+COMMANDS = [search, answer, traces, serve]

@@ -19,7 +19,8 @@ import dagster as dg
 from .. import settings
 from ..defs.operate.serving import SERVING_JOBS, ServingDecision, serving_decision, serving_run_config
 from ..defs.partitions import index_version
-from ..defs.resources import PROJECT_ROOT, BuildResource, DataHomeResource, EmbedderResource
+from ..defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from ..package_data import dagster_yaml_template
 from ..rag.index.config import claim_version
 from .graph import build_job_name
 from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
@@ -28,11 +29,11 @@ from .stages import job_for, stage_order, stages_for
 
 def ensure_dagster_home(store: DataHomeResource) -> Path:
     """The Dagster instance's home (``DAGSTER_HOME``, else <data home>/dagster), set up with the
-    project's dagster.yaml. Nothing is written to this process's environment: callers open the
+    packaged dagster.yaml. Nothing is written to this process's environment: callers open the
     instance with ``open_instance`` and pass the home to the processes they start."""
     home = Path(settings.dagster_home() or store.data_home().root / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
-    template, target = PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml"
+    template, target = dagster_yaml_template(), home / "dagster.yaml"
     # Two commands started at once on a new DAGSTER_HOME would both copy the yaml and both
     # create the SQLite schema ("table ... already exists"); the first does it under a lock,
     # the second then finds both in place.

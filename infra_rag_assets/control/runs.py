@@ -30,7 +30,8 @@ from pathlib import Path
 import dagster as dg
 
 from .. import settings
-from ..defs.resources import HOST_TAG, PID_TAG, PROJECT_ROOT
+from ..defs.resources import HOST_TAG, PID_TAG
+from ..package_data import workspace_yaml
 from ..rag.operate.processes import pid_alive
 
 ENDED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
@@ -138,7 +139,7 @@ def launch(
         "job",
         "launch",
         "-w",
-        str(PROJECT_ROOT / "workspace.yaml"),
+        str(workspace_yaml()),
         "-l",
         "infra_rag_assets",
         "-j",
@@ -156,7 +157,6 @@ def launch(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=PROJECT_ROOT,
             start_new_session=detach,
             env=settings.child_environment(dagster_home=instance.root_directory),
         )

@@ -18,7 +18,6 @@ from ..rag.index.embedding import DEFAULT_MODEL
 from ..rag.ingest.sources import Source, load_sources
 from ..rag.operate.home import DataHome, default_home
 
-PROJECT_ROOT = settings.PROJECT_ROOT
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
 
 

@@ -24,11 +24,11 @@ from ...rag.search.retrieval_settings import DEFAULT_FLOOR
 from ..lineage import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
-from ..resources import PROJECT_ROOT, DataHomeResource
+from ..resources import DataHomeResource
 
 
 class CalibrationConfig(dg.Config):
-    off_topic: str = "off_topic"  # eval/benchmarks/off_topic.jsonl: questions that must be refused
+    off_topic: str = "off_topic"  # the packaged benchmarks/off_topic.jsonl: questions that must be refused
     answerable: str = "k8s_bench_train"  # TRAIN split: the eval split stays clean for reporting
     sample: int = 500
     seed: int = 0
@@ -57,8 +57,8 @@ def abstention_calibration(
     target = home.version(version).snapshot
     calibration_path(target).unlink(missing_ok=True)  # a stale calibration must not outlive this run
     engine = QueryEngine(home, version)
-    off_topic = load_benchmark(config.off_topic, PROJECT_ROOT)
-    answerable = load_benchmark(config.answerable, PROJECT_ROOT)
+    off_topic = load_benchmark(config.off_topic)
+    answerable = load_benchmark(config.answerable)
     key = _calibration_key(context, config, store, off_topic, answerable)
     kept = home.cache("calibration").path(key) if key and config.reuse_identical else None
     reused = _reusable(kept, engine) if kept else None

@@ -41,7 +41,7 @@ from ...rag.search.retrieval_settings import RetrievalSettings
 from ..lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
-from ..resources import PROJECT_ROOT, DataHomeResource
+from ..resources import DataHomeResource
 from .answer_report import answer_metadata, lineage_tables
 
 
@@ -107,7 +107,6 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             engine,
             known,
             inputs,
-            project_root=PROJECT_ROOT,
             cache_root=engine.home.cache("eval_run").root,
             version=version,
             log=context.log.info,
@@ -124,7 +123,6 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
             benchmarks=plan.answer_names(),
             serving_config=plan.serving_config,
             fault=plan.answer_fault,
-            project_root=PROJECT_ROOT,
             log=context.log.info,
             progress_for=lambda name: log_progress(context, f"{name}: questions", 200),
         )
@@ -194,7 +192,7 @@ def _gate_result(outcomes: list, severity: str) -> dg.AssetCheckResult:
     asset=eval_run,
     blocking=True,
     partitions_def=index_version,
-    description="Critical gates of eval/gates.yaml (floors and no-regression vs the current "
+    description="Critical gates of gates.yaml (settings.gates_file) (floors and no-regression vs the current "
     "release). Blocking: a failing candidate cannot materialize release.",
 )
 def critical_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
@@ -204,7 +202,7 @@ def critical_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResour
 @dg.asset_check(
     asset=eval_run,
     partitions_def=index_version,
-    description="Warning gates of eval/gates.yaml: reported, never blocking.",
+    description="Warning gates of gates.yaml: reported, never blocking.",
 )
 def warning_gates(context: dg.AssetCheckExecutionContext, store: DataHomeResource) -> dg.AssetCheckResult:
     return _gate_result(eval_tables.gate_outcomes(store.data_home().warehouse(), context.partition_key), "warning")

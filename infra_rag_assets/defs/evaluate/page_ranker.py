@@ -22,7 +22,7 @@ from ...rag.search.page_vectors import PageVectors
 from ...rag.search.ranking.features import FEATURE_NAMES
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
-from ..resources import PROJECT_ROOT, DataHomeResource
+from ..resources import DataHomeResource
 
 
 class PageRankerConfig(dg.Config):
@@ -57,7 +57,7 @@ def page_ranker(
     engine = QueryEngine(home, version)
     page_vectors = PageVectors.of_version(home.vectors_uri(), version, engine.catalog)
     page_vectors.save(home.version(version).page_vectors)
-    benchmark = load_benchmark(config.train, PROJECT_ROOT)
+    benchmark = load_benchmark(config.train)
     records = answerable_sample(benchmark.records, home.warehouse().doc_ids(version), config.max_questions, config.seed)
     if len(records) < config.min_questions:
         why = f"{len(records)} covered train questions (< {config.min_questions}): hybrid-learned serves hybrid-page"

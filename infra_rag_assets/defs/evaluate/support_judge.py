@@ -15,23 +15,24 @@ import dagster as dg
 from pydantic import Field
 
 from ... import settings
+from ...package_data import benchmarks_dir
 from ...rag.index.config import BuildSettings
 from ..index.models import refuse_non_train
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import PROJECT_ROOT, DataHomeResource, default_train_split
+from ..resources import DataHomeResource, default_train_split
 from .judge_report import judge_metadata, label_metadata
 
 LABELS_FILE = "answer_labels.jsonl"
 
 
 def label_report(home, version: str) -> dict:
-    """The judge against the hand labels (eval/benchmarks/answer_labels.jsonl), as metadata;
+    """The judge against the hand labels (the packaged benchmarks/answer_labels.jsonl), as metadata;
     computed once per judge and labels content."""
     from ...rag.judge.label_calibration import cached_report
     from ...rag.judge.version_judge import load_version_judge
 
-    path = PROJECT_ROOT / "eval" / "benchmarks" / LABELS_FILE
+    path = benchmarks_dir() / LABELS_FILE
     judge, note = load_version_judge(home, version)
     if judge is None or not path.is_file():
         return {"hand_labels": note if judge is None else f"no {LABELS_FILE}"}

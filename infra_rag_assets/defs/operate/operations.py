@@ -19,7 +19,7 @@ from ..resources import DataHomeResource
 
 
 class CanaryConfig(dg.Config):
-    canary_file: str = ""  # empty: $INFRA_RAG_CANARY, else eval/canary.yaml
+    canary_file: str = ""  # empty: $INFRA_RAG_CANARY, else the packaged canary.yaml
     version: str = ""  # empty: the current release (else the newest build, as the service does)
 
 

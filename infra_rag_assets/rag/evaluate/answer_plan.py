@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..answer.generate import generator_identity
 from ..operate.home import DataHome
 from ..operate.warehouse import Warehouse
 from .answer_eval import AnswerRun, Judge, answer_benchmark
 from .answer_metrics import ChunkRecord
-from .benchmarks import coverage, load_benchmark
+from .benchmarks import benchmark_path, coverage, load_benchmark
 from .reuse import content_key, load_run, save_run
 
 SAFETY_BENCHMARK = "adversarial"
@@ -60,7 +59,6 @@ def answer_or_reuse(
     benchmarks: Sequence[str],
     serving_config: str,
     fault: str,
-    project_root: Path,
     log: Callable[[str], None],
     progress_for: Callable[[str], Callable[[int, int], None] | None],
 ) -> AnswerOutcome:
@@ -69,7 +67,7 @@ def answer_or_reuse(
     outcome = AnswerOutcome([], {}, {})
     cache_root = home.cache("eval_run").root
     for name in benchmarks:
-        bench = load_benchmark(name, project_root)
+        bench = load_benchmark(name)
         covered, uncovered = coverage(bench.records, known)
         outcome.uncovered[bench.name] = len(uncovered)
         key = content_key(
@@ -103,7 +101,7 @@ def answer_or_reuse(
             generations=home.cache("generation"),
             judgings=home.cache("judging"),
             fault=fault,
-            safety=_safety_cases(bench.name, project_root),
+            safety=_safety_cases(bench.name),
             progress=progress_for(f"{bench.name} answers"),
         )
         log(
@@ -117,9 +115,9 @@ def answer_or_reuse(
     return outcome
 
 
-def _safety_cases(name: str, project_root: Path) -> dict | None:
+def _safety_cases(name: str) -> dict | None:
     if name != SAFETY_BENCHMARK:
         return None
     from .safety import load_cases
 
-    return {case.id: case for case in load_cases(project_root / "eval" / "benchmarks" / f"{name}.jsonl")}
+    return {case.id: case for case in load_cases(benchmark_path(name))}

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import yaml
 
+from ...package_data import benchmarks_dir
 from ..ingest.sources import expand_env
 
-BENCH_DIR = Path("eval") / "benchmarks"
 UNANSWERABLE = "unanswerable"
 _DOC_ID = re.compile(r"^[a-z0-9-]+:\S+$")
 
@@ -59,25 +59,24 @@ class Benchmark:
     records: list[BenchRecord]
 
 
-def load_benchmark(name_or_path: str | Path, repo_root: Path | str) -> Benchmark:
+def load_benchmark(name_or_path: str | Path) -> Benchmark:
     """Load ``k8s_bench_eval`` / ``own_labelled`` by name, or a ``.yaml`` spec / ``.jsonl`` path."""
-    path = _locate(name_or_path, Path(repo_root))
+    path = benchmark_path(name_or_path)
     if path.suffix in (".yaml", ".yml"):
-        return _from_spec(path, Path(repo_root))
+        return _from_spec(path)
     return _from_own_jsonl(path)
 
 
-def _locate(name_or_path: str | Path, repo_root: Path) -> Path:
-    """A name resolves under eval/benchmarks/ (spec first); a path resolves against repo_root."""
+def benchmark_path(name_or_path: str | Path) -> Path:
+    """A name resolves among the packaged benchmarks (spec first); a path is taken as it is."""
     text = str(name_or_path)
     if not text.endswith((".yaml", ".yml", ".jsonl")):
         for suffix in (".yaml", ".jsonl"):
-            candidate = repo_root / BENCH_DIR / f"{text}{suffix}"
+            candidate = benchmarks_dir() / f"{text}{suffix}"
             if candidate.is_file():
                 return candidate
-        raise BenchmarkError(f"no benchmark named {text!r} under {repo_root / BENCH_DIR}")
+        raise BenchmarkError(f"no benchmark named {text!r} under {benchmarks_dir()}")
     path = Path(text)
-    path = path if path.is_absolute() or path.is_file() else repo_root / path
     if not path.is_file():
         raise BenchmarkError(f"benchmark file not found: {path}")
     return path
@@ -128,10 +127,10 @@ def _load_spec(path: Path) -> dict:
     return spec
 
 
-def _from_spec(spec_path: Path, repo_root: Path) -> Benchmark:
+def _from_spec(spec_path: Path) -> Benchmark:
     spec = _load_spec(spec_path)
     data_path = Path(expand_env(str(spec["data"])))
-    data_path = data_path if data_path.is_absolute() else repo_root / data_path
+    data_path = data_path if data_path.is_absolute() else spec_path.parent / data_path
     if not data_path.is_file():
         raise BenchmarkError(f"{spec_path}: data file not found: {data_path} (set INFRA_RAG_BENCH?)")
     data = data_path.read_bytes()

@@ -110,7 +110,6 @@ def score_or_reuse(
     known: set[str],
     inputs: dict,
     *,
-    project_root: Path,
     cache_root: Path,
     version: str,
     log: Callable[[str], None],
@@ -120,7 +119,7 @@ def score_or_reuse(
     outcome = EvalOutcome([], {})
     regimes = plan.all_regimes()
     for name in plan.benchmarks:
-        bench = load_benchmark(name, project_root)
+        bench = load_benchmark(name)
         # No reuse without a content address for every upstream (e.g. an index built outside Dagster).
         addressed = plan.reuse_identical and all(inputs["upstream"].values())
         key = content_key("eval_run", {**inputs, "benchmark": bench.version_hash})

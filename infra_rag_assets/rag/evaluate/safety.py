@@ -1,6 +1,6 @@
 """Adversarial benchmark cases and the checker that judges an answer against them.
 
-Each case in ``eval/benchmarks/adversarial.jsonl`` is an ordinary benchmark record (it loads
+Each case in ``data/benchmarks/adversarial.jsonl`` is an ordinary benchmark record (it loads
 through ``load_benchmark``) plus the expected behaviour, written in prose (``expected``) before
 any system was run, and machine-checkable expectations: ``behaviour`` (abstain / answer /
 answer_or_abstain), ``must_not_contain`` (canary tokens, planted links, false claims),

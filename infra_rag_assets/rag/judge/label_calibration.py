@@ -1,4 +1,4 @@
-"""How far the automatic answer signals agree with hand labels (eval/benchmarks/answer_labels.jsonl).
+"""How far the automatic answer signals agree with hand labels (data/benchmarks/answer_labels.jsonl).
 
 Each labelled answer carries its question, its passages and the answer text, so the judge can
 score it again at any time without an index. Signals checked against the labels:

@@ -27,7 +27,7 @@ DEFAULT_MAX_TRACE_ERRORS = 5
 def full_health(
     home: DataHome, max_age_days: float = DEFAULT_MAX_AGE_DAYS, max_trace_errors: int = DEFAULT_MAX_TRACE_ERRORS
 ) -> dict[str, Any]:
-    """``{"ok": bool, "checks": {name: {"ok": bool, "detail": str, ...}}}`` for every check."""
+    """``{"ok": bool, "nothing_built": bool, "checks": {name: {"ok": bool, "detail": str, ...}}}``."""
     try:
         checks = serving_checks(home)
     except Exception as exc:  # noqa: BLE001 - e.g. the warehouse is locked or unreadable
@@ -44,7 +44,8 @@ def full_health(
             checks[name] = _failed(exc)
     for check in checks.values():
         check.setdefault("detail", "")
-    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+    nothing_built = not checks["release"].get("current") and checks["index"].get("nothing_built", False)
+    return {"ok": all(c["ok"] for c in checks.values()), "nothing_built": nothing_built, "checks": checks}
 
 
 def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
@@ -55,8 +56,13 @@ def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
     try:
         version = resolve_version(home)
     except VersionNotFound as exc:
-        checks["index"] = {"ok": False, "detail": str(exc)}
+        from ..index.serving_snapshot import list_manifests
+
+        nothing_built = not list_manifests(home.serving_root())
+        checks["index"] = {"ok": False, "detail": str(exc), "nothing_built": nothing_built}
         checks["model"] = {"ok": False, "detail": "no index to check the model against"}
+        if nothing_built and not checks["release"]["current"]:
+            checks["release"] = {**checks["release"], "detail": "no release yet: nothing is built"}
         return checks
     checks["index"] = index_check(home, version)
     try:

@@ -5,7 +5,7 @@ moves every cosine (dense-mined negatives moved the base model's scale so far th
 stopped abstaining). So each version records two distributions of the best dense cosine,
 measured with its own model and chunks, and derives its floor from them:
 
-* **off-topic** questions (``eval/benchmarks/off_topic.jsonl``: cooking, sports, history, ...),
+* **off-topic** questions (``data/benchmarks/off_topic.jsonl``: cooking, sports, history, ...),
   which must be refused;
 * **answerable** questions from the benchmark's **train** split (a fixed sample whose page is
   in the version), which must not be. The eval split stays clean for reporting.
