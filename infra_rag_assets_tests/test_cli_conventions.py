@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 SERVERS = {"serve", "ui"}
 # The commands that may create a data home; every other one only reads it.
 CREATES_HOME = {"build", "ui"}
+NO_HOME = {"sources"}  # writes the mirrors sources.yaml names; reads no data home
 # Valid arguments for each home-reading command (a new command must be added here).
 READER_ARGS = {
     "versions": [],
@@ -102,7 +103,7 @@ def test_shell_completion_lists_commands_and_stages():
     assert "_infra_rag_completion" in source.output
 
 
-@pytest.mark.parametrize("path", sorted(p for p in commands() if p[0] not in CREATES_HOME), ids=" ".join)
+@pytest.mark.parametrize("path", sorted(p for p in commands() if p[0] not in CREATES_HOME | NO_HOME), ids=" ".join)
 def test_a_mistyped_home_is_exit_1_and_is_not_created(path, tmp_path):
     name = " ".join(path)
     assert name in READER_ARGS, f"add `{name}` to READER_ARGS (or CREATES_HOME) with valid arguments"

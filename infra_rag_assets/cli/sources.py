@@ -7,11 +7,9 @@ line with exit 2. The hourly ``sync_upstream`` schedule runs the same library ca
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from .common import console, friendly_errors, out
+from .common import CommandFailed, console, friendly_errors, json_option, out, print_json
 
 
 @click.group()
@@ -21,7 +19,7 @@ def sources() -> None:
 
 @sources.command()
 @click.option("--source", "names", multiple=True, help="sync only this source (repeatable; default: all)")
-@click.option("--json", "as_json", is_flag=True, help="JSON output: one report per source")
+@json_option("JSON output: one report per source")
 @click.pass_obj
 @friendly_errors
 def sync(obj, names, as_json) -> None:
@@ -31,12 +29,13 @@ def sync(obj, names, as_json) -> None:
     with console.status("syncing upstream sources…"):
         reports = sync_sources(obj["settings"].sources(), list(names) or None)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+        print_json([r.to_dict() for r in reports])
     else:
         for report in reports:
             out.print(report.line(), highlight=False, soft_wrap=True, markup=False)
-    if any(r.status == "error" for r in reports):
-        raise SystemExit(1)
+    failed = [r for r in reports if r.status == "error"]
+    if failed:  # each failure is on its line above; the mirrors of failed sources are unchanged
+        raise CommandFailed(f"{len(failed)} of {len(reports)} source(s) failed to sync")
 
 
 COMMANDS = [sources]
