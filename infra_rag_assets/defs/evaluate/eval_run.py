@@ -100,7 +100,10 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
     lineage = upstream_lineage(context.instance, version, upstream_of("eval_run"))
-    inputs = shared_inputs(plan, engine, known, data_versions(lineage), warehouse.version_config(version))
+    # Retrieval scores do not depend on the answer judge (answers key on its identity instead),
+    # so a version whose judge is not built yet still reuses identical retrieval rows.
+    retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k != "support_judge"}
+    inputs = shared_inputs(plan, engine, known, retrieval_upstream, warehouse.version_config(version))
     with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         outcome = score_or_reuse(
             plan,
