@@ -340,6 +340,13 @@ def _ui_run_id(base: str, version: str) -> str:
     raise AssertionError(f"no run launched from the UI for partition {version}")
 
 
+def _markdown_dialog(page, key: str):
+    """Open the Markdown metadata entry ``key`` of the materialization shown, return its dialog."""
+    row = page.element(f"//tr[td[normalize-space()='{key}']]", clickable=False)
+    page.element(".//a[contains(normalize-space(), 'Show Markdown')]", root=row).click()
+    return page.element(f"//div[@role='dialog'][.//*[normalize-space()='{key}']]", clickable=False)
+
+
 def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_path):
     from selenium.webdriver.common.keys import Keys
 
@@ -410,6 +417,25 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
             assert expected in text, f"{expected!r} missing from the scorecard dialog:\n{text}"
         shot = page.shot("04_scorecard.png")
         assert shot.stat().st_size > 10_000
+        browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+        # 5. From a score to the bytes: the upstream table lists every upstream asset with
+        #    relative links; a cited page in `questions` opens source_pages at this version.
+        upstream = _markdown_dialog(page, "upstream")
+        for asset in ("source_pages", "domain_model", "support_judge", "vectors"):
+            assert asset in upstream.text, f"{asset} missing from the upstream table:\n{upstream.text}"
+        hrefs = [a.get_attribute("href") for a in upstream.find_elements("xpath", ".//a")]
+        assert hrefs and all(h.startswith(base) for h in hrefs), hrefs  # relative: resolved on this UI's port
+        browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+        questions = _markdown_dialog(page, "questions")
+        page.shot("05_questions.png")
+        cited = page.element(".//a[contains(@href, '/assets/source_pages')]", root=questions)
+        href = cited.get_attribute("href")
+        assert href.startswith(base) and f"partition={version}" in href, href
+        browser.get(href)  # the link's own target (a click may open a new tab)
+        page.until_text("source_pages", version, what="the cited page's source_pages materialization")
+        assert "/assets/source_pages" in browser.current_url, browser.current_url
+        page.shot("06_source_pages.png")
         print(
             f"\nUI e2e: version {version}, run {run_id}; browser {time.monotonic() - started:.0f}s "
             f"(to launch {phases['launch']:.0f}s, run {phases['run']:.0f}s); screenshots in {tmp_path}"
