@@ -19,6 +19,10 @@ os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 
 # The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
+# Made absolute in the environment, so servers and builds the tests start elsewhere (dagster dev,
+# the installed wheel) find the same folders whatever their working directory.
+os.environ["INFRA_RAG_CORPUS"] = str(settings.corpus_dir().resolve())
+os.environ["INFRA_RAG_BENCH"] = str(settings.bench_dir().resolve())
 CORPUS = settings.corpus_dir()
 TRAIN_SPLIT = settings.bench_dir() / "k8s-docs-rag-bench" / "qa_train.jsonl"
 PAGE = "concepts_workloads_controllers_deployment"  # the fixture's page with real train questions
