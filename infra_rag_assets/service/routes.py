@@ -139,18 +139,14 @@ def answer(
     trace_id = new_trace_id()
     response.headers["X-Trace-Id"] = trace_id
     use_claude = False if body.offline else None
+    # the same retrieval and answerer whether streamed or not
+    how = {"config": body.config_name(), "k": body.k, "filters": body.filters(),
+           "use_claude": use_claude, "client": state.claude_client}  # fmt: skip
     if stream or SSE in request.headers.get("accept", ""):
 
         def start():
             engine = state.engine(body.version)
-            return engine, *engine.answer_stream(
-                body.question,
-                config=body.config_name(),
-                k=body.k,
-                filters=body.filters(),
-                use_claude=use_claude,
-                client=state.claude_client,
-            )
+            return engine, *engine.answer_stream(body.question, **how)
 
         engine, result, packed, events = _traced(state, body, trace_id, start)
         return StreamingResponse(
@@ -161,14 +157,7 @@ def answer(
 
     def run():
         engine = state.engine(body.version)
-        return engine, engine.answer(
-            body.question,
-            config=body.config_name(),
-            k=body.k,
-            filters=body.filters(),
-            use_claude=use_claude,
-            client=state.claude_client,
-        )
+        return engine, engine.answer(body.question, **how)
 
     engine, outcome = _traced(state, body, trace_id, run)
     _trace_answer(state, body, trace_id, engine, outcome.result, outcome.answer)
