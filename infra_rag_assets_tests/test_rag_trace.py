@@ -8,8 +8,8 @@ import pytest
 
 from infra_rag_assets.rag.answer.extractive import answer_extractive
 from infra_rag_assets.rag.answer.overlap import token_f1_recall
-from infra_rag_assets.rag.evaluate.answer_faults import UNSUPPORTED, damage
-from infra_rag_assets.rag.evaluate.answer_metrics import (
+from infra_rag_assets.rag.evaluate.answers.answer_faults import UNSUPPORTED, damage
+from infra_rag_assets.rag.evaluate.answers.answer_metrics import (
     ChunkRecord,
     citations_valid,
     cited_page_precision,

@@ -5,8 +5,8 @@ import dagster as dg
 
 from .abstention_calibration import abstention_calibration
 from .eval_run import critical_gates, eval_run, warning_gates
+from .judge_asset import support_judge
 from .page_ranker import page_ranker
-from .support_judge import support_judge
 
 defs = dg.Definitions(
     assets=[abstention_calibration, page_ranker, support_judge, eval_run],

@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 
 from ...rag.evaluate import eval_plan, eval_tables
-from ...rag.evaluate.answer_plan import answer_or_reuse
+from ...rag.evaluate.answers.answer_plan import answer_or_reuse
 from ...rag.evaluate.eval_plan import (
     DEFAULT_BENCHMARKS,
     EvalOutcome,

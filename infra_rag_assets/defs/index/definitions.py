@@ -3,8 +3,8 @@
 import dagster as dg
 
 from .chunks import chunks, chunks_are_exact_slices, chunks_within_size
+from .domain_model import domain_model
 from .indexes import lexical_index, lexical_matches_chunks, vectors, vectors_match_chunks_and_model
-from .models import domain_model
 
 defs = dg.Definitions(
     assets=[chunks, domain_model, vectors, lexical_index],

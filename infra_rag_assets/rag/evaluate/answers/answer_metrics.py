@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..answer.records import Citation
+from ...answer.records import Citation
 
 # USD per million tokens by model-id prefix (input, output), the Anthropic list price on
 # 2026-12-03; a model not listed has no cost rather than a guessed one.
