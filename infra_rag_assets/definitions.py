@@ -21,12 +21,13 @@ from .defs.operate import definitions as operate
 from .defs.operate.upstream import reindex_after_sync
 from .defs.resources import BuildResource, DataHomeResource, EmbedderResource, from_env
 
-DOMAINS = dg.Definitions.merge(ingest.defs, index.defs, evaluate.defs, operate.defs)
-BUILD_JOBS = jobs.build_jobs(list(DOMAINS.assets or ()))
+# A tuple, not a merged Definitions: a code location module holds exactly one Definitions object.
+DOMAINS = (ingest.defs, index.defs, evaluate.defs, operate.defs)
+BUILD_JOBS = jobs.build_jobs([asset for domain in DOMAINS for asset in domain.assets or ()])
 REINDEX = next(job for job in BUILD_JOBS if job.name == "reindex")
 
 defs = dg.Definitions.merge(
-    DOMAINS,
+    *DOMAINS,
     dg.Definitions(
         jobs=BUILD_JOBS,
         sensors=[reindex_after_sync(REINDEX)],
