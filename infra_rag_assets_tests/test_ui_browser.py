@@ -79,6 +79,7 @@ SERVER_START_S = 120
 RUN_IDLE_S = 180
 RUN_TIMEOUT_S = 420
 UI_WAIT_S = 45
+MODAL_WAIT_S = 6  # the first-visit modal appears within this after a page opens
 
 
 def _browser_prerequisites():
@@ -272,7 +273,7 @@ class Page:
 
         if self.modal_dismissed:
             return
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + MODAL_WAIT_S * load_factor()
         while time.monotonic() < deadline:
             skip_xpath = "//div[@role='dialog']//button[normalize-space()='Skip']"
             skips = [b for b in self.d.find_elements(By.XPATH, skip_xpath) if b.is_displayed()]
