@@ -54,7 +54,14 @@ def stage_order() -> list[str]:
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
+    from .. import settings as env
     from ..defs.resources import BuildResource, DataHomeResource
+    from ..rag.devices import DeviceSettingError, parse
+
+    try:
+        parse(env.device())  # a malformed INFRA_RAG_DEVICE stops every command before any work
+    except DeviceSettingError as exc:
+        raise UserError(str(exc)) from None
 
     store = DataHomeResource(home=home) if home else DataHomeResource()
     settings = BuildResource(sources_file=sources_file) if sources_file else BuildResource()
@@ -124,6 +131,10 @@ def build(
     if submit and (start or in_process):
         raise UserError("--submit launches a whole build job; --from and --in-process run in this process")
     settings.sources()  # fail fast on a bad sources file before touching the instance
+    if not submit:  # a submitted run resolves the device where it runs
+        from ..rag.devices import configured
+
+        configured()  # DeviceSettingError (a ValueError): one line naming INFRA_RAG_DEVICE, exit 2
     version_given = bool(version)
     with open_instance(store) as instance:
         if version:

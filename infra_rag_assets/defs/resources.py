@@ -153,10 +153,37 @@ class EmbedderResource(dg.ConfigurableResource):
         description="texts per forward pass: 8 measured fastest on 2 CPU cores "
         "(23.9 texts/s vs 19.4 at 32 and 16.5 at 64, length-sorted chunks, 2026-12-02)",
     )
-    device: str = "cpu"
+    device: str = Field(
+        default="",
+        description="auto, cpu, cuda, cuda:N or mps; blank: INFRA_RAG_DEVICE (default auto: CUDA when present)",
+    )
+
+    def hardware(self):
+        """The resolved device (``rag.devices.Device``); a bad setting fails here, before any work."""
+        from ..rag import devices
+
+        return devices.resolve(self.device) if self.device else devices.configured()
 
     def embedder(self, model: str):
         """One loaded model per process and model id: repeated materializations reuse it."""
         from ..rag.index.embedding import shared_embedder
 
-        return shared_embedder(model, device=self.device)
+        return shared_embedder(model, device=self.hardware())
+
+    def batch_size_on(self, hardware) -> int:
+        """The configured batch on the CPU, the device's own (``rag.devices.BATCH_SIZES``) elsewhere."""
+        return self.batch_size if hardware.kind == "cpu" else hardware.batch_size("embed")
+
+
+def stage_device(resolve=None):
+    """A model stage's device (``resolve()``, default the configured one), resolved before any
+    work: a bad ``INFRA_RAG_DEVICE`` fails the asset with the setting's one-line message. CPU
+    threads are set to the cores this process may use."""
+    from ..rag import devices
+
+    try:
+        hardware = (resolve or devices.configured)()
+    except devices.DeviceSettingError as exc:
+        raise dg.Failure(str(exc)) from None
+    hardware.apply_threads()
+    return hardware

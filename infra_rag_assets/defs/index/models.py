@@ -22,10 +22,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from ...rag.devices import versions
 from ...rag.index.config import AdaptRecipe, BuildSettings
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, stage_device
 from .chunks import chunks_version
 
 
@@ -86,12 +87,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
     from ...rag.index.embedding import resolve_model_path, weights_hash
 
     version = context.partition_key
+    hardware = stage_device()
     config = BuildSettings.from_dict(store.data_home().warehouse().version_config(version) or {})
     model = model_for_version(store, version, config)
     if not model.adapted:
         base_hash = weights_hash(resolve_model_path(model.model_id))
         return dg.MaterializeResult(
-            metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False},
+            metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False, **versions()},
             data_version=dg.DataVersion(base_hash),
         )
     refuse_non_train(config.adaptation.train_split, context.log.warning)
@@ -99,7 +101,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
     reused = (target / TRAINING_JSON).is_file()
     if not reused:
         train_version_model(
-            store, version, config, model, progress=training_progress(context, "training"), log=context.log.info
+            store,
+            version,
+            config,
+            model,
+            progress=training_progress(context, "training"),
+            log=context.log.info,
+            device=hardware,
         )
     record = json.loads((target / TRAINING_JSON).read_text())
     if weights_hash(model.model_id) != record["trained_weights_hash"]:
@@ -110,7 +118,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
 
 
 def train_version_model(
-    store: DataHomeResource, version: str, config: BuildSettings, model: VersionModel, progress=None, log=print
+    store: DataHomeResource,
+    version: str,
+    config: BuildSettings,
+    model: VersionModel,
+    progress=None,
+    log=print,
+    device=None,
 ) -> dict:
     """Build the version's training set and train into ``model.directory`` (staged + renamed)."""
     from ...rag.adapt.finetune import train_bi_encoder
@@ -139,6 +153,7 @@ def train_version_model(
         lr=recipe.lr,
         seed=recipe.seed,
         progress=progress,
+        device=device,
         extra={
             "lineage": {**model.lineage, "index_version": version},
             "train_split": recipe.train_split,
@@ -179,4 +194,6 @@ def _metadata(record: dict, model: VersionModel, reused: bool) -> dict:
         "trained_on_index_version": record.get("lineage", {}).get("index_version", ""),
         "recipe": dg.MetadataValue.json(record.get("recipe", {})),
         "reused_existing": reused,
+        # where the weights were trained (training.json), never part of the key
+        **{name: record.get(name, "") for name in ("device", "precision", *versions())},
     }
