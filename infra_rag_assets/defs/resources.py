@@ -15,7 +15,7 @@ from pydantic import Field
 from .. import settings
 from ..rag.index.config import AdaptRecipe, BuildSettings, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
-from ..rag.ingest.sources import Source, load_sources
+from ..rag.ingest.sources import Source, SourceConfigError, load_sources
 from ..rag.operate.home import DataHome, default_home
 
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
@@ -97,8 +97,25 @@ class BuildResource(dg.ConfigurableResource):
             train_split=self.train_split,
         )
 
+    only_sources: list[str] = Field(
+        default_factory=list,
+        description="build only these sources of the sources file, by name (empty: all of them; "
+        "`infra-rag build --source NAME`)",
+    )
+
     def sources(self) -> list[Source]:
-        return load_sources(self.sources_file)
+        """The sources file's sources, or the ``only_sources`` among them (an unknown name is a
+        one-line error listing the file's names)."""
+        sources = load_sources(self.sources_file)
+        if not self.only_sources:
+            return sources
+        names = [s.name for s in sources]
+        unknown = [n for n in self.only_sources if n not in names]
+        if unknown:
+            raise SourceConfigError(
+                f"unknown source(s) {', '.join(map(repr, unknown))}: {self.sources_file} has {', '.join(names)}"
+            )
+        return [s for s in sources if s.name in self.only_sources]
 
     def chunk_settings(self) -> ChunkSettings:
         return ChunkSettings(

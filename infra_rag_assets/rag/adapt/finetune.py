@@ -37,13 +37,14 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..devices import Device, for_stage
-from ..index.bm25 import BM25
-from ..index.corpus_chunks import embed_input
+
+if TYPE_CHECKING:
+    from ..index.bm25 import BM25
 
 MODEL_SUBDIR = "model"
 TRAINING_JSON = "training.json"
@@ -103,8 +104,12 @@ def load_train_pairs(
     usable questions (in file order), which bounds training time. With ``dense_miner`` the
     negative is the other-page chunk an existing dense model ranks highest (its own mistakes,
     ANCE-style) instead of the BM25 one. ``bm25`` (over the same chunks' embedded texts, in
-    order) saves building it again when the caller already has one.
+    order) saves building it again when the caller already has one. (Index imports are local:
+    the training loop below runs where only torch and sentence-transformers are installed.)
     """
+    from ..index.bm25 import BM25
+    from ..index.corpus_chunks import embed_input
+
     rows = [json.loads(line) for line in Path(train_jsonl).read_text().splitlines() if line.strip()]
     chunks = list(chunks)
     texts = [embed_input(c.get("context") or "", c["text"]) for c in chunks]
@@ -295,7 +300,7 @@ def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: 
     try:  # sentence-transformers >= 6 moved the losses; the GPU bench machine may carry an older one
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     except ImportError:
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[no-redef]
 
     random.seed(hp["seed"])
     torch.manual_seed(hp["seed"])
