@@ -73,15 +73,17 @@ def export_inputs(out: Path, home: str, version: str | None, model_dir: str | No
     _write_jsonl(out / "chunks.jsonl.gz", chunks)
     triplets = [{"question": p.question, "positive": p.positive, "negative": p.negative} for p in pairs]
     _write_jsonl(out / "triplets.jsonl.gz", triplets)
-    embedder = Embedder(DEFAULT_MODEL, device="cpu")
+    model = resolve_model_path(DEFAULT_MODEL)
+    if model_dir:  # the carried copy; the references are made with exactly its (rounded) weights
+        export_model(model, Path(model_dir))
+        model = usable_model(Path(model_dir), Path(tempfile.mkdtemp(prefix="bench-model-")))
+    embedder = Embedder(str(model), device="cpu")
     np.savez_compressed(
         out / "reference.npz",
         chunks=embedder.encode([c["text"] for c in chunks[:REFERENCE_CHUNKS]], batch_size=8),
         questions=embedder.encode([t["question"] for t in triplets[:REFERENCE_QUESTIONS]], batch_size=8),
         positives=embedder.encode([t["positive"] for t in triplets[:REFERENCE_QUESTIONS]], batch_size=8),
     )
-    if model_dir:
-        shutil.copytree(resolve_model_path(DEFAULT_MODEL), model_dir, dirs_exist_ok=True)
     manifest = {
         "home": home,
         "index_version": version,
@@ -91,11 +93,46 @@ def export_inputs(out: Path, home: str, version: str | None, model_dir: str | No
         "seconds_training_set": round(time.perf_counter() - started, 1),
         "adapt_recipe": {k: getattr(recipe, k) for k in ("batch_size", "max_seq_length", "lr", "seed")},
         "judge_recipe": {k: getattr(JudgeRecipe(), k) for k in ("max_seq_length", "layers", "batch_size")},
-        "reference": {"device": "cpu", "chunks": REFERENCE_CHUNKS, "questions": REFERENCE_QUESTIONS, **versions()},
+        "reference": {
+            "device": "cpu",
+            "chunks": REFERENCE_CHUNKS,
+            "questions": REFERENCE_QUESTIONS,
+            "weights": "the carried fp16-stored copy, restored to fp32" if model_dir else "the installed package's",
+            **versions(),
+        },
         "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+def export_model(source: Path, out: Path) -> None:
+    """The MiniLM folder with its weights stored in fp16 (45 MB instead of 91: what a 64 MiB
+    carry to the GPU machine allows); ``usable_model`` restores fp32 before any use, and the
+    CPU references are made from the same restored weights, so the comparison is the device's."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.safetensors", "*.md"))
+    for weights in source.rglob("*.safetensors"):
+        tensors = {k: v.half() if v.is_floating_point() else v for k, v in load_file(str(weights)).items()}
+        save_file(tensors, str(out / weights.relative_to(source)), metadata={"format": "pt"})
+    (out / STORED_FP16).write_text("weights stored in fp16 for transport; eval.bench_stages restores fp32\n")
+
+
+STORED_FP16 = "STORED_FP16"
+
+
+def usable_model(model_dir: Path, scratch: Path) -> Path:
+    """``model_dir`` itself, or for an ``export_model`` copy an fp32 copy of it in ``scratch``."""
+    if not (model_dir / STORED_FP16).is_file():
+        return model_dir
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, scratch, dirs_exist_ok=True, ignore=shutil.ignore_patterns(STORED_FP16))
+    for weights in model_dir.rglob("*.safetensors"):
+        tensors = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(weights)).items()}
+        save_file(tensors, str(scratch / weights.relative_to(model_dir)), metadata={"format": "pt"})
+    return scratch
 
 
 def bench_finetune(model_dir: str, triplets: list[dict], recipe: dict, device: Device) -> dict:
@@ -118,7 +155,7 @@ def bench_finetune(model_dir: str, triplets: list[dict], recipe: dict, device: D
             device=device,
         )
     seconds = record["seconds_training"]
-    return {"triplets": len(examples), "seconds": seconds, "triplets_per_s": round(len(examples) / seconds, 1)}
+    return {"triplets": len(examples), "seconds": seconds, "triplets_per_s": round(len(examples) / seconds, 2)}
 
 
 def bench_embed(model_dir: str, texts: list[str], device: Device, reference: dict | None) -> dict:
@@ -220,7 +257,11 @@ def run(args) -> dict:
     device.apply_threads()
     inputs = Path(args.inputs)
     manifest = json.loads((inputs / "manifest.json").read_text())
-    model_dir = args.model_dir or _default_model()
+    model_dir = (
+        usable_model(Path(args.model_dir), Path(tempfile.mkdtemp(prefix="bench-model-")))
+        if args.model_dir
+        else _default_model()
+    )
     chunks = [c["text"] for c in _read_jsonl(inputs / "chunks.jsonl.gz", args.chunks)]
     triplets = _read_jsonl(inputs / "triplets.jsonl.gz", args.triplets)
     reference = _reference(inputs) if not args.no_reference else None
@@ -276,7 +317,9 @@ def main() -> None:
     parser.add_argument("--export-inputs", metavar="DIR", help="write the inputs folder from --home and stop")
     parser.add_argument("--home", default=None, help="data home to export from (default INFRA_RAG_HOME)")
     parser.add_argument("--version", default=None, help="index version to export (default the latest)")
-    parser.add_argument("--export-model", metavar="DIR", help="with --export-inputs: copy the MiniLM weights here")
+    parser.add_argument(
+        "--export-model", metavar="DIR", help="with --export-inputs: the MiniLM folder, weights stored in fp16 (45 MB)"
+    )
     parser.add_argument("--inputs", metavar="DIR", help="inputs folder written by --export-inputs")
     parser.add_argument("--model-dir", metavar="DIR", help="MiniLM weights folder (default the installed package's)")
     parser.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N, mps (default INFRA_RAG_DEVICE)")
