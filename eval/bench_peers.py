@@ -42,11 +42,12 @@ from infra_rag_assets.rag.evaluate.metrics import ndcg_at, rank_of_first_relevan
 from infra_rag_assets.rag.index.embedding import Embedder
 from infra_rag_assets.rag.index.vector_store import table_name
 from infra_rag_assets.rag.operate.home import DataHome
-from infra_rag_assets.rag.search.engine import QueryEngine, resolve_version, single_thread_queries
+from infra_rag_assets.rag.search.engine import DEFAULT_CONFIG, QueryEngine, resolve_version, single_thread_queries
 from infra_rag_assets.rag.search.fusion import cap_per_page
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VERSION = ""  # the current release
+SERVING_RATIO_TARGET = 0.5  # issue 38: served p50 at most half of LanceDB native hybrid's, same run
 OUR_CONFIGS = ("dense", "lexical", "hybrid-rrf", "hybrid-weighted", "hybrid-page", "hybrid-learned")
 K = 10  # chunks asked of every system; metrics then collapse them to pages
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "ndcg@10", "latency_p50_ms", "latency_p95_ms")
@@ -258,7 +259,13 @@ def markdown(report: dict) -> str:
             )
     lines.append("")
     for name, ratio in report["latency_vs_lancedb_hybrid"].items():
-        lines.append(f"- {name} p50 / lancedb-hybrid p50 (all questions): {ratio:.2f}× (target ≤ 2×)")
+        lines.append(f"- {name} p50 / lancedb-hybrid p50 (all questions, same run): {ratio:.2f}×")
+    if "serving_p50_vs_lancedb_hybrid" in report:
+        w = report["serving_p50_vs_lancedb_hybrid"]
+        lines.append(
+            f"- **serving ({w['config']}) p50 {w['ours_p50_ms']:.1f} ms / lancedb-hybrid "
+            f"{w['lancedb_hybrid_p50_ms']:.1f} ms = {w['ratio']:.2f}×** (target ≤ {w['target']}×)"
+        )
     return "\n".join(lines)
 
 
@@ -328,6 +335,14 @@ def main() -> None:
     hybrids = ("ours-hybrid-rrf", "ours-hybrid-weighted", "ours-hybrid-page", "ours-hybrid-learned")
     report["latency_vs_lancedb_hybrid"] = {
         s: round(results[s]["all"]["latency_p50_ms"] / lance_p50, 2) for s in hybrids
+    }
+    # the number to watch (issue 38): the served config's p50 over the peer's, both in this run
+    report["serving_p50_vs_lancedb_hybrid"] = {
+        "config": DEFAULT_CONFIG,
+        "ours_p50_ms": results[f"ours-{DEFAULT_CONFIG}"]["all"]["latency_p50_ms"],
+        "lancedb_hybrid_p50_ms": lance_p50,
+        "ratio": report["latency_vs_lancedb_hybrid"][f"ours-{DEFAULT_CONFIG}"],
+        "target": SERVING_RATIO_TARGET,
     }
     report["margins"] = {q: margins(results, q) for q in sets}
     report["env"]["load_avg_1m_end"] = round(os.getloadavg()[0], 1)  # latency is only as quiet as the box

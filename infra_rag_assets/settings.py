@@ -27,6 +27,8 @@ VARIABLES = {
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
     "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
+    "DEVICE": "model stages' hardware: auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; "
+    "the service's query embedding stays on the CPU unless set",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
     "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
     "GATES": "gates.yaml the eval run judges (default the packaged data/gates.yaml)",
@@ -99,6 +101,11 @@ def judge_pairs(default: int) -> int:
 def model() -> str:
     """The configured embedding model, '' for the packaged default."""
     return _read("MODEL")
+
+
+def device() -> str:
+    """The raw ``INFRA_RAG_DEVICE`` ("auto" when unset); ``rag.devices.configured`` resolves it."""
+    return _read("DEVICE") or "auto"
 
 
 def dagster_url() -> str:

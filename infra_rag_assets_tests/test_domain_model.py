@@ -20,6 +20,7 @@ from infra_rag_assets.control.stages import index_stages
 from infra_rag_assets.defs.index.domain_model import domain_model
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.adapt.training_set import CHUNK_FIELDS, model_key, training_set
+from infra_rag_assets.rag.devices import versions
 from infra_rag_assets.rag.index.config import AdaptRecipe, BuildSettings
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, ModelMismatch, resolve_model_path, shared_embedder
 from infra_rag_assets.rag.index.embedding import weights_hash as model_weights_hash
@@ -89,7 +90,7 @@ def test_quick_build_passes_the_base_model_through(fresh_home, built_index):
         result = dg.materialize([domain_model], instance=instance, partition_key=version, resources={"store": store})
     meta = _meta(result, "domain_model")
     base_hash = model_weights_hash(resolve_model_path(DEFAULT_MODEL))
-    assert meta == {"model_id": DEFAULT_MODEL, "weights_hash": base_hash, "adapted": False}
+    assert meta == {"model_id": DEFAULT_MODEL, "weights_hash": base_hash, "adapted": False, **versions()}
     assert read_model_info(store.data_home().vectors_uri(), version)["weights_hash"] == base_hash
     assert not (fresh_home / "models").exists()
 

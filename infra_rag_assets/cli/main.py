@@ -54,7 +54,14 @@ def stage_order() -> list[str]:
 def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None:
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
+    from .. import settings as env
     from ..defs.resources import BuildResource, DataHomeResource
+    from ..rag.devices import DeviceSettingError, parse
+
+    try:
+        parse(env.device())  # a malformed INFRA_RAG_DEVICE stops every command before any work
+    except DeviceSettingError as exc:
+        raise UserError(str(exc)) from None
 
     store = DataHomeResource(home=home) if home else DataHomeResource()
     settings = BuildResource(sources_file=sources_file) if sources_file else BuildResource()
@@ -91,6 +98,14 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
     help="a new version with the base model as is: no domain adaptation "
     "(saves 10-20 min on a cold build; same as INFRA_RAG_ADAPT=0)",
 )
+@click.option(
+    "--source",
+    "only_sources",
+    multiple=True,
+    metavar="NAME",
+    help="a new version of only this source of the sources file (repeatable; e.g. "
+    "prometheus-site for a first answer in minutes); default: every source",
+)
 @json_option("print the version, run and outcome as JSON (progress stays on stderr)")
 @click.pass_obj
 @friendly_errors
@@ -102,6 +117,7 @@ def build(
     submit: bool,
     in_process: bool,
     quick: bool,
+    only_sources: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Create a new index version and run a build job of the Definitions for it: launched through
@@ -120,10 +136,18 @@ def build(
     from ..defs.reporting import ui_url
 
     store, settings = obj["store"], without_adaptation(obj["settings"]) if quick else obj["settings"]
+    if only_sources:
+        if version:
+            raise UserError("--source picks the sources of a new version; --index-version rebuilds an existing one")
+        settings = with_fields(settings, only_sources=list(only_sources))
     stages = stages_for(through, start)
     if submit and (start or in_process):
         raise UserError("--submit launches a whole build job; --from and --in-process run in this process")
     settings.sources()  # fail fast on a bad sources file before touching the instance
+    if not submit:  # a submitted run resolves the device where it runs
+        from ..rag.devices import configured
+
+        configured()  # DeviceSettingError (a ValueError): one line naming INFRA_RAG_DEVICE, exit 2
     version_given = bool(version)
     with open_instance(store) as instance:
         if version:
@@ -179,8 +203,13 @@ def _print_build(as_json: bool, version: str, run_id: str, outcome: str, stages:
 
 def without_adaptation(settings):
     """The same build settings with ``adapt`` off (the quick base-model build)."""
+    return with_fields(settings, adapt=False)
+
+
+def with_fields(settings, **changed):
+    """The same build settings with ``changed`` fields (a resource is immutable)."""
     fields = {name: getattr(settings, name) for name in type(settings).model_fields}
-    return type(settings)(**{**fields, "adapt": False})
+    return type(settings)(**{**fields, **changed})
 
 
 class _StageWatcher:

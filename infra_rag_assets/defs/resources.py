@@ -15,7 +15,7 @@ from pydantic import Field
 from .. import settings
 from ..rag.index.config import AdaptRecipe, BuildSettings, ChunkSettings, make_build_config
 from ..rag.index.embedding import DEFAULT_MODEL
-from ..rag.ingest.sources import Source, load_sources
+from ..rag.ingest.sources import Source, SourceConfigError, load_sources
 from ..rag.operate.home import DataHome, default_home
 
 HOST_TAG, PID_TAG = "infra_rag/host", "infra_rag/pid"  # the process that runs a run's steps
@@ -97,8 +97,25 @@ class BuildResource(dg.ConfigurableResource):
             train_split=self.train_split,
         )
 
+    only_sources: list[str] = Field(
+        default_factory=list,
+        description="build only these sources of the sources file, by name (empty: all of them; "
+        "`infra-rag build --source NAME`)",
+    )
+
     def sources(self) -> list[Source]:
-        return load_sources(self.sources_file)
+        """The sources file's sources, or the ``only_sources`` among them (an unknown name is a
+        one-line error listing the file's names)."""
+        sources = load_sources(self.sources_file)
+        if not self.only_sources:
+            return sources
+        names = [s.name for s in sources]
+        unknown = [n for n in self.only_sources if n not in names]
+        if unknown:
+            raise SourceConfigError(
+                f"unknown source(s) {', '.join(map(repr, unknown))}: {self.sources_file} has {', '.join(names)}"
+            )
+        return [s for s in sources if s.name in self.only_sources]
 
     def chunk_settings(self) -> ChunkSettings:
         return ChunkSettings(
@@ -153,13 +170,26 @@ class EmbedderResource(dg.ConfigurableResource):
         description="texts per forward pass: 8 measured fastest on 2 CPU cores "
         "(23.9 texts/s vs 19.4 at 32 and 16.5 at 64, length-sorted chunks, 2026-12-02)",
     )
-    device: str = "cpu"
+    device: str = Field(
+        default="",
+        description="auto, cpu, cuda, cuda:N or mps; blank: INFRA_RAG_DEVICE (default auto: CUDA when present)",
+    )
+
+    def hardware(self):
+        """The resolved device (``rag.devices.Device``); a bad setting fails here, before any work."""
+        from ..rag import devices
+
+        return devices.resolve(self.device) if self.device else devices.configured()
 
     def embedder(self, model: str):
         """One loaded model per process and model id: repeated materializations reuse it."""
         from ..rag.index.embedding import shared_embedder
 
-        return shared_embedder(model, device=self.device)
+        return shared_embedder(model, device=self.hardware())
+
+    def batch_size_on(self, hardware) -> int:
+        """The configured batch on the CPU, the device's own (``rag.devices.BATCH_SIZES``) elsewhere."""
+        return self.batch_size if hardware.kind == "cpu" else hardware.batch_size("embed")
 
 
 class StageGraphResource(dg.ConfigurableResource):
@@ -171,3 +201,17 @@ class StageGraphResource(dg.ConfigurableResource):
 
     def upstream_of(self, asset: str) -> list[str]:
         return list(self.upstream[asset])
+
+
+def stage_device(resolve=None):
+    """A model stage's device (``resolve()``, default the configured one), resolved before any
+    work: a bad ``INFRA_RAG_DEVICE`` fails the asset with the setting's one-line message. CPU
+    threads are set to the cores this process may use."""
+    from ..rag import devices
+
+    try:
+        hardware = (resolve or devices.configured)()
+    except devices.DeviceSettingError as exc:
+        raise dg.Failure(str(exc)) from None
+    hardware.apply_threads()
+    return hardware

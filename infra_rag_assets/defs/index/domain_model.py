@@ -20,10 +20,11 @@ from pathlib import Path
 import dagster as dg
 
 from ...rag.adapt.version_model import VersionModel, model_for_version, train_version_model
+from ...rag.devices import versions
 from ...rag.index.config import BuildSettings
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, stage_device
 
 
 @dg.asset(
@@ -43,12 +44,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
     from ...rag.index.embedding import resolve_model_path, weights_hash
 
     version, home = context.partition_key, store.data_home()
+    hardware = stage_device()
     config = BuildSettings.from_dict(home.warehouse().version_config(version) or {})
     model = model_for_version(home, version, config)
     if not model.adapted:
         base_hash = weights_hash(resolve_model_path(model.model_id))
         return dg.MaterializeResult(
-            metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False},
+            metadata={"model_id": model.model_id, "weights_hash": base_hash, "adapted": False, **versions()},
             data_version=dg.DataVersion(base_hash),
         )
     refuse_non_train(config.adaptation.train_split, context.log.warning)
@@ -56,7 +58,13 @@ def domain_model(context: dg.AssetExecutionContext, store: DataHomeResource) -> 
     reused = (target / TRAINING_JSON).is_file()
     if not reused:
         train_version_model(
-            home, version, config, model, progress=training_progress(context, "training"), log=context.log.info
+            home,
+            version,
+            config,
+            model,
+            progress=training_progress(context, "training"),
+            log=context.log.info,
+            device=hardware,
         )
     record = json.loads((target / TRAINING_JSON).read_text())
     if weights_hash(model.model_id) != record["trained_weights_hash"]:
@@ -96,4 +104,6 @@ def _metadata(record: dict, model: VersionModel, reused: bool) -> dict:
         "trained_on_index_version": record.get("lineage", {}).get("index_version", ""),
         "recipe": dg.MetadataValue.json(record.get("recipe", {})),
         "reused_existing": reused,
+        # where the weights were trained (training.json), never part of the key
+        **{name: record.get(name, "") for name in ("device", "precision", *versions())},
     }

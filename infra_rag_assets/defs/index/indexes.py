@@ -9,7 +9,7 @@ from ...rag.index.config import BuildSettings, stable_hash
 from ...rag.index.corpus_chunks import embed_input
 from ...rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
 from ..partitions import index_version
-from ..resources import DataHomeResource, EmbedderResource
+from ..resources import DataHomeResource, EmbedderResource, stage_device
 
 
 def _chunks(store: DataHomeResource, version: str) -> pl.DataFrame:
@@ -42,6 +42,7 @@ def vectors(
     from ...rag.index.vector_store import write_vectors
 
     version = context.partition_key
+    hardware = stage_device(embedding.hardware)
     config, frame = _config(store, version), _chunks(store, version)
     expected, model_id = expected_model_hash(store, version, config, frame)
     embedder = embedding.embedder(model_id)
@@ -56,7 +57,7 @@ def vectors(
         embedder,
         EmbeddingCache(store.data_home().cache_dir()),
         texts,
-        batch_size=embedding.batch_size,
+        batch_size=embedding.batch_size_on(hardware),
         progress=_embed_progress(context),
     )
     info = embedder.info
@@ -78,6 +79,8 @@ def vectors(
             "chunks_per_second": round(stats.misses / stats.seconds_embedding, 1) if stats.seconds_embedding else 0.0,
             "seconds_total": round(time.perf_counter() - started, 2),
             "bytes_on_disk": table.bytes_on_disk or 0,
+            "batch_size": embedding.batch_size_on(hardware),
+            **hardware.metadata(),
         },
         data_version=dg.DataVersion(
             stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)

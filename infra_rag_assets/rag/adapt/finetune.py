@@ -37,12 +37,14 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..index.bm25 import BM25
-from ..index.corpus_chunks import embed_input
+from ..devices import Device, for_stage
+
+if TYPE_CHECKING:
+    from ..index.bm25 import BM25
 
 MODEL_SUBDIR = "model"
 TRAINING_JSON = "training.json"
@@ -102,8 +104,12 @@ def load_train_pairs(
     usable questions (in file order), which bounds training time. With ``dense_miner`` the
     negative is the other-page chunk an existing dense model ranks highest (its own mistakes,
     ANCE-style) instead of the BM25 one. ``bm25`` (over the same chunks' embedded texts, in
-    order) saves building it again when the caller already has one.
+    order) saves building it again when the caller already has one. (Index imports are local:
+    the training loop below runs where only torch and sentence-transformers are installed.)
     """
+    from ..index.bm25 import BM25
+    from ..index.corpus_chunks import embed_input
+
     rows = [json.loads(line) for line in Path(train_jsonl).read_text().splitlines() if line.strip()]
     chunks = list(chunks)
     texts = [embed_input(c.get("context") or "", c["text"]) for c in chunks]
@@ -212,12 +218,16 @@ def train_bi_encoder(
     seed: int = 0,
     progress: TrainProgress | None = None,
     extra: dict[str, Any] | None = None,
+    device: str | Device | None = None,
 ) -> dict:
     """Fine-tune ``base_model_path`` on ``examples``; write ``out_dir/model`` + ``out_dir/training.json``.
 
-    CPU only, offline, no checkpoints: the only thing written is the final model, assembled in
-    ``<parent>/.staging-<name>-<pid>-<uuid>`` and renamed to ``out_dir`` so a crash never leaves a
-    half-written model where the content-addressed lookup would trust it. ``extra`` (e.g. the
+    On ``device`` (a setting or ``devices.Device``; None: ``INFRA_RAG_DEVICE``), under its
+    autocast precision; the batch and every hyper-parameter are the recipe's whatever the
+    device, and the device is recorded, never hashed. Offline, no checkpoints: the only thing
+    written is the final model, assembled in ``<parent>/.staging-<name>-<pid>-<uuid>`` and
+    renamed to ``out_dir`` so a crash never leaves a half-written model where the
+    content-addressed lookup would trust it. ``extra`` (e.g. the
     chunks version the pairs came from) is recorded in ``training.json`` as is.
     """
     from ..index.embedding import resolve_model_path, weights_hash
@@ -242,7 +252,7 @@ def train_bi_encoder(
     staging = out_dir.parent / f".staging-{out_dir.name}-{os.getpid()}-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
     try:
-        model, stats = _fit(base_path, examples, hparams, progress)
+        model, stats = _fit(base_path, examples, hparams, progress, for_stage(device))
         model.save(str(staging / MODEL_SUBDIR), create_model_card=False)
         record = {
             "base_model": str(base_model_path),
@@ -278,7 +288,7 @@ def _publish(staging: Path, out_dir: Path, record: dict) -> dict:
         return json.loads((out_dir / TRAINING_JSON).read_text())
 
 
-def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: TrainProgress | None):
+def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: TrainProgress | None, hw: Device):
     """The training loop; returns the trained model (max_seq_length restored) and timing stats.
 
     Training truncates passages to ``hp['max_seq_length']`` for speed, but the saved model keeps
@@ -286,11 +296,15 @@ def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: 
     """
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    try:  # sentence-transformers >= 6 moved the losses; the GPU bench machine may carry an older one
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    except ImportError:
+        from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[no-redef]
 
     random.seed(hp["seed"])
     torch.manual_seed(hp["seed"])
-    model = SentenceTransformer(str(base_path), device="cpu", local_files_only=True)
+    model = SentenceTransformer(str(base_path), device=hw.torch_device, local_files_only=True)
     inference_length = model.max_seq_length
     model.max_seq_length = hp["max_seq_length"]
     loss_fn = MultipleNegativesRankingLoss(model)
@@ -298,11 +312,13 @@ def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: 
     total = sum(len(b) for b in epochs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup(total, hp["warmup_fraction"]))
+    # fp16 gradients underflow without loss scaling; bf16 and fp32 need none
+    scaler = torch.amp.GradScaler(hw.kind) if hw.precision == "fp16" else None
     model.train()
     started, cpu_started, step, losses = time.perf_counter(), time.process_time(), 0, []
     for batches in epochs:
         for batch in batches:
-            losses.append(_train_step(model, loss_fn, optimizer, scheduler, batch, hp["max_grad_norm"]))
+            losses.append(_train_step(model, loss_fn, optimizer, scheduler, batch, hp["max_grad_norm"], hw, scaler))
             step += 1
             if progress is not None:
                 progress(step, total, _recent_mean(losses))
@@ -314,25 +330,42 @@ def _fit(base_path: Path, examples: Sequence[TrainExample], hp: dict, progress: 
         "steps": total,
         "cpu_seconds_training": round(time.process_time() - cpu_started, 1),
         "torch_threads": torch.get_num_threads(),
+        **hw.metadata(),
         "pairs_per_second": round(len(examples) * hp["epochs"] / seconds, 3) if seconds else 0.0,
         "loss_first": round(losses[0], 4),
         "loss_last_20": round(_recent_mean(losses), 4),
     }
 
 
-def _train_step(model, loss_fn, optimizer, scheduler, batch: list[TrainExample], max_grad_norm: float) -> float:
+def _train_step(model, loss_fn, optimizer, scheduler, batch: list[TrainExample], max_grad_norm: float, hw, scaler):
     """One optimizer step on (questions, positives, hard negatives); every other passage of the
     batch is an extra in-batch negative for each question."""
     import torch
 
     columns = ([e.question for e in batch], [e.positive for e in batch], [e.negative for e in batch])
-    loss = loss_fn([model.preprocess(list(col)) for col in columns], None)
-    loss.backward()
+    tokenize = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers < 6: tokenize
+    features = [_to(tokenize(list(col)), hw.torch_device) for col in columns]
+    with hw.autocast():
+        loss = loss_fn(features, None)
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
     scheduler.step()
     optimizer.zero_grad()
     return float(loss.detach())
+
+
+def _to(features: dict, device: str) -> dict:
+    """Tokenized features onto the model's device (``preprocess`` returns CPU tensors)."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
 
 
 def _recent_mean(losses: list[float], window: int = 20) -> float:

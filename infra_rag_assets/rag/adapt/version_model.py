@@ -66,6 +66,7 @@ def train_version_model(
     model: VersionModel,
     progress: Callable | None = None,
     log: Callable[[str], object] = print,
+    device=None,
 ) -> dict:
     """Build the version's training set and train into ``model.directory`` (staged + renamed)."""
     from ..index.lexical_store import cleanup_stale_staging
@@ -96,6 +97,7 @@ def train_version_model(
         lr=recipe.lr,
         seed=recipe.seed,
         progress=progress,
+        device=device,
         extra={
             "lineage": {**model.lineage, "index_version": version},
             "train_split": recipe.train_split,

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..devices import Device, for_stage
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_IDS = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -135,16 +137,19 @@ class ModelInfo:
 
 
 class Embedder:
-    """A lazily loaded, CPU-only SentenceTransformer producing L2-normalised float32 vectors.
+    """A lazily loaded SentenceTransformer producing L2-normalised float32 vectors.
 
+    ``device`` is a setting (``"cpu"``, ``"cuda:0"``, ...) or a resolved ``devices.Device``; on
+    CUDA the forward pass runs under its autocast precision and vectors come back as float32.
     ``encode_calls`` / ``encoded_texts`` count real model work so callers and tests can prove
     that the cache avoided it.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, device: str = "cpu") -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | Device = "cpu") -> None:
         self.model_id = canonical_model_id(model)
         self.path = resolve_model_path(model)
-        self.device = device
+        self.hardware = for_stage(device)
+        self.device = self.hardware.torch_device
         self.encode_calls = 0
         self.encoded_texts = 0
         self._model: Any = None
@@ -183,7 +188,7 @@ class Embedder:
                 model_id=self.model_id,
                 path=str(self.path),
                 weights_hash=self.weights_hash,
-                dimension=int(model.get_embedding_dimension()),
+                dimension=int(_dimension(model)),
                 max_seq_length=int(model.max_seq_length or 0),
             )
         return self._info
@@ -195,15 +200,15 @@ class Embedder:
         parts = [np.zeros((0, self.info.dimension), dtype=np.float32)]
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
-            with self._encode_lock:
+            with self._encode_lock, self.hardware.autocast():
                 vecs = model.encode(
                     batch,
                     batch_size=batch_size,
                     normalize_embeddings=True,
-                    convert_to_numpy=True,
+                    convert_to_tensor=True,  # a bf16 result (CUDA autocast) has no numpy dtype
                     show_progress_bar=False,
                 )
-            parts.append(np.asarray(vecs, dtype=np.float32))
+            parts.append(vecs.float().cpu().numpy())
             self.encode_calls += 1
             self.encoded_texts += len(batch)
             if progress is not None:
@@ -211,17 +216,24 @@ class Embedder:
         return np.concatenate(parts)
 
 
-_SHARED: dict[tuple[str, str], Embedder] = {}
+def _dimension(model: Any) -> int:
+    """The vector size (``get_sentence_embedding_dimension`` before sentence-transformers 6)."""
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(getter())
+
+
+_SHARED: dict[tuple[str, Device], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_embedder(model: str = DEFAULT_MODEL, *, device: str = "cpu") -> Embedder:
+def shared_embedder(model: str = DEFAULT_MODEL, *, device: str | Device = "cpu") -> Embedder:
     """One loaded model per process and (model, device): the vectors asset, eval_run and the
     service's engines reuse it instead of loading the weights again."""
+    hardware = for_stage(device)
     with _SHARED_LOCK:
-        key = (model, device)
+        key = (model, hardware)
         if key not in _SHARED:
-            _SHARED[key] = Embedder(model, device=device)
+            _SHARED[key] = Embedder(model, device=hardware)
         return _SHARED[key]
 
 

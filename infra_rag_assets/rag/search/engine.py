@@ -108,6 +108,7 @@ class QueryEngine:
     searchers and retrievers are created under a lock, the embedder serializes its encodes."""
 
     def __init__(self, home: DataHome, version: str):
+        from ..devices import for_queries
         from ..index.embedding import resolve_model_path, shared_embedder
         from ..index.serving_snapshot import read_catalog, read_manifest
         from ..index.tokens import HFTokenCounter
@@ -125,7 +126,7 @@ class QueryEngine:
         self.build_config = BuildSettings.from_dict(self.manifest.build_config)
         self.catalog = read_catalog(home.serving_root(), version)
         self.model_id = served_model(home, version, self.build_config.model_id)
-        self.embedder = shared_embedder(self.model_id)
+        self.embedder = shared_embedder(self.model_id, device=for_queries())
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.model_id))
         self._vector: VectorSearcher | None = None
         self._lexical: LexicalSearcher | None = None

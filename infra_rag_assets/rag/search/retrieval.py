@@ -88,15 +88,17 @@ def catalog_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict]:
     return {row["chunk_id"]: dict(row) for row in rows}
 
 
-def load_cross_encoder(model: str) -> Any:
-    """A sentence-transformers CrossEncoder from local files only (never the network)."""
+def load_cross_encoder(model: str, device: str | None = None) -> Any:
+    """A sentence-transformers CrossEncoder from local files only (never the network), on
+    ``device`` (a setting; None: the query device, the CPU unless ``INFRA_RAG_DEVICE`` is set)."""
     from sentence_transformers import CrossEncoder
 
+    from ..devices import for_queries, resolve
     from ..index.embedding import offline_models
 
     offline_models()
-
-    return CrossEncoder(model, device="cpu", local_files_only=True)
+    hardware = for_queries() if device is None else resolve(device)
+    return CrossEncoder(model, device=hardware.torch_device, local_files_only=True)
 
 
 class Retriever:
