@@ -9,7 +9,7 @@ each defect kind's AUROC against the product positives, a reliability table, RAG
 response-level AUROC / F1 (a response is as supported as its weakest sentence), and the share
 of reference answers judged adherent with their page's chunk(s) as context.
 
-    python -m eval.judge_dev_report [--train-pairs N] [--out eval/results/answer_judge.json]
+    python -m eval.judge_dev_report [--train-pairs N (recipe fields as options)] [--out eval/results/answer_judge.json]
 """
 
 from __future__ import annotations
@@ -129,11 +129,13 @@ def _r(x):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", default="/tmp/judge-work/chunks.json")
-    ap.add_argument("--train-pairs", type=int, default=0, help="subsample TRAIN pairs (0: all)")
     ap.add_argument("--out", default=str(ROOT / "eval" / "results" / "answer_judge.json"))
     ap.add_argument("--keep", default="")
+    ap.add_argument("--judge-data", default=str(SHARED / "judge-data"))
+    ap.add_argument("--train-split", default=str(SHARED / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"))
     ap.add_argument("--device", default="cpu", help="train on this torch device")
     ap.add_argument("--score-device", default="cpu", help="score the report on this device (cpu: the int8 judge)")
+    ap.add_argument("--hand-labels", action="store_true", help="also score the packaged hand labels")
     ap.add_argument("--max-eval", type=int, default=0, help="smoke runs: at most this many DEV/REPORT pairs")
     for name, value in JudgeRecipe().to_dict().items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -142,14 +144,12 @@ def main() -> None:
     recipe = JudgeRecipe(**{k: getattr(args, k) for k in JudgeRecipe().to_dict() if hasattr(args, k)})
     load_start = os.getloadavg()
     started = time.perf_counter()
-    folder = str(SHARED / "judge-data")
+    folder = args.judge_data
     chunks = load_chunks(args.chunks)
-    rows = load_train_rows(SHARED / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl")
+    rows = load_train_rows(args.train_split)
     pairs = recipe_pairs(recipe, chunks, rows, folder)
     parts = by_split(pairs)
     seconds_pairs = time.perf_counter() - started
-    if args.train_pairs and len(parts["train"]) > args.train_pairs:
-        parts["train"] = random.Random(0).sample(parts["train"], args.train_pairs)
     for split in ("dev", "report"):
         if args.max_eval and len(parts[split]) > args.max_eval:
             parts[split] = random.Random(1).sample(parts[split], args.max_eval)
@@ -160,7 +160,8 @@ def main() -> None:
     judge = SupportJudge.load(target, args.score_device)
     scoring = time.perf_counter()
     report = {s: split_report(judge, parts[s], folder, s) for s in ("dev", "report")}
-    report["hand_labels"] = hand_labels(judge)
+    if args.hand_labels:
+        report["hand_labels"] = hand_labels(judge)
     result = {
         "command": "python -m eval.judge_dev_report " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import shutil
 import threading
 import time
@@ -75,15 +76,16 @@ class JudgeRecipe:
     """How a judge is trained. Defaults: the measured recipe (eval/train_judge.py, whose result
     file records the numbers): ~2.5 min on 2 idle cores from corpus parse to calibrated judge."""
 
-    max_pairs: int = 1200  # corpus sentence pairs (``judge_pairs``), relevance included
-    product_rows: int = 800  # k8s train questions made into answer-shaped pairs (``product_pairs``)
+    max_pairs: int = 600  # corpus sentence pairs (``judge_pairs``), relevance included
+    product_rows: int = 400  # k8s train questions made into answer-shaped pairs (``product_pairs``)
     public_data: bool = True  # the labelled answers of ../shared/judge-data (``judge_data``)
     epochs: int = 1
     batch_size: int = 16
-    train_seq_length: int = 256  # training pairs: claim + the evidence, cut to this many tokens
+    train_pairs: int = 1800  # a seeded sample of the TRAIN-source pairs is trained on (0: all)
+    train_seq_length: int = 192  # training pairs: claim + the evidence, cut to this many tokens
     max_seq_length: int = 512  # scoring: the claim + its cited passages' union (``evidence_chars``)
-    evidence_chars: int = 1800  # a longer union keeps its sentences most like the claim
-    train_evidence_chars: int = 900  # the same, for training pairs (train_seq_length tokens)
+    evidence_chars: int = 1400  # a longer union keeps its sentences most like the claim
+    train_evidence_chars: int = 700  # the same, for training pairs (train_seq_length tokens)
     layers: int = 3  # of MiniLM's 6 encoder layers (half the time; see eval/results/support_judge.json)
     quantize: bool = True  # score with int8 Linear layers; calibrated on exactly that model
     lr: float = 2e-4  # encoder
@@ -179,6 +181,8 @@ def train_support_judge(
         raise FileExistsError(f"{target} exists: judges are content-addressed and never overwritten")
     base_path = resolve_model_path(str(base_model_path))
     train, calibration, report = source_split(pairs, recipe.calibration_share, recipe.seed)
+    if recipe.train_pairs and len(train) > recipe.train_pairs:
+        train = random.Random(recipe.seed).sample(train, recipe.train_pairs)
     train = [fitted(p, recipe.train_evidence_chars) for p in train]
     staging = target.parent / f".staging-{target.name}-{os.getpid()}-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
