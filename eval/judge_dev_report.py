@@ -48,6 +48,7 @@ def load_chunks(path: str | None) -> list[dict]:
 def split_report(judge: SupportJudge, pairs, folder: str, split: str) -> dict:
     support = [p for p in pairs if p.task == SUPPORT]
     probs = np.array(judge.support([p.first for p in support], [p.second for p in support]))
+    memo = {(p.first, p.second): float(x) for p, x in zip(support, probs)}
     labels = np.array([p.label for p in support])
     kinds = np.array([p.kind for p in support])
     at = judge.threshold
@@ -73,15 +74,19 @@ def split_report(judge: SupportJudge, pairs, folder: str, split: str) -> dict:
     ref = kinds == "reference"
     out["reference_answers_adherent"] = round(float((probs[ref] >= at).mean()), 4) if ref.any() else None
     out["reliability"] = reliability(probs, labels)
-    out["responses"] = _responses(judge, folder, split)
+    out["responses"] = _responses(judge, folder, split, memo)
     return out
 
 
-def _responses(judge: SupportJudge, folder: str, split: str) -> dict:
+def _responses(judge: SupportJudge, folder: str, split: str, memo: dict) -> dict:
     """RAGTruth answers: response score = its weakest sentence's probability."""
     rows = [r for r in response_rows(folder, split) if r["pairs"]]
     flat = [p for r in rows for p in r["pairs"]]
-    probs = judge.support([p.first for p in flat], [p.second for p in flat])
+    todo = [p for p in flat if (p.first, p.second) not in memo]
+    memo.update(
+        zip(((p.first, p.second) for p in todo), judge.support([p.first for p in todo], [p.second for p in todo]))
+    )
+    probs = [memo[(p.first, p.second)] for p in flat]
     scores, labels, at = [], [], 0
     for r in rows:
         scores.append(min(probs[at : at + len(r["pairs"])]))
@@ -196,7 +201,6 @@ def _progress():
             print(f"step {step}/{total} loss {loss:.4f}", flush=True)
 
     return report
-
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = [json.loads(line) for line in (benchmarks_dir() / "answer_labels.jsonl").read_text().splitlines() if line]
     items = [
-        Item(str(r["id"]), r["question"], tuple((str(i), p["text"]) for i, p in enumerate(r["passages"], 1)), r["answer"])
+        Item(
+            str(r["id"]), r["question"], tuple((str(i), p["text"]) for i, p in enumerate(r["passages"], 1)), r["answer"]
+        )
         for r in rows[: args.answers]
     ]
     started = time.perf_counter()

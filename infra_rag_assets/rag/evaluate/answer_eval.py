@@ -24,7 +24,7 @@ from ..index.config import stable_hash
 from ..judge.sentences import AnswerSentence, ContextSentence, answer_sentences, context_sentences
 from ..judge.trace import Trace, judged_relevant, judged_sentences, thresholds_of, trace_scores, utilized_sentences
 from ..operate.home import ContentCache
-from .answer_faults import damage
+from .answer_faults import REFERENCE, damage, reference_answer
 from .answer_metrics import ChunkRecord
 from .answer_rows import answer_row
 from .benchmarks import BenchRecord
@@ -136,6 +136,8 @@ def _answered(
         if reply.outcome != "error":  # an error is retried next run, not remembered
             cache.put(key, lambda path: path.write_text(json.dumps(reply.to_dict())))
     reply = damage(reply, fault)
+    if fault == REFERENCE:
+        reply = reference_answer(reply, record.reference_answer, record.relevant, hits)
     timings = {**result.timings_ms, "generation": reply.latency_ms}
     context = context_sentences(hits)
     sentences = answer_sentences(reply.text) if reply.outcome == "answered" else []
@@ -201,4 +203,6 @@ def judge_answer(
     relevance = judge.relevance([question] * len(context), [c.text for c in context]) if context else []
     utilized = utilized_sentences(context, answer.citations)
     supported_at, relevant_at = thresholds_of(judge)
-    return context, trace_scores(context, judged_relevant(relevance, relevant_at), utilized, sentences, support, supported_at)
+    return context, trace_scores(
+        context, judged_relevant(relevance, relevant_at), utilized, sentences, support, supported_at
+    )

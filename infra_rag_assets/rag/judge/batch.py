@@ -125,7 +125,7 @@ def _point_at(judge, plan: dict, result: dict, at: float) -> None:
     if spans is None:
         return
     evidence = {}
-    for (k, _), (text, passage) in zip(plan["owners"], plan["claims"], strict=True):
+    for (k, _), (_, passage) in zip(plan["owners"], plan["claims"], strict=True):
         evidence.setdefault(k, passage)
     for k, verdict in enumerate(result["sentences"]):
         if verdict["supported"] < at:

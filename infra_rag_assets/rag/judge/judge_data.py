@@ -130,8 +130,9 @@ def _sentence_pairs(answer: str, passages: Sequence[str], spans: Sequence[Mappin
         if len(text.split()) < 3:
             continue
         out.append(
-            JudgePair(SUPPORT, f"{dataset}_sentence", text, evidence(text, passages), int(not inside), source,
-                      tuple(inside))  # fmt: skip
+            JudgePair(
+                SUPPORT, f"{dataset}_sentence", text, evidence(text, passages), int(not inside), source, tuple(inside)
+            )  # fmt: skip
         )
     return out
 

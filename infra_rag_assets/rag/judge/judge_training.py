@@ -167,7 +167,9 @@ def quantized(model: Any) -> Any | None:
         return None
 
 
-def encode(tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int, offsets: bool = False) -> Any:
+def encode(
+    tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int, offsets: bool = False
+) -> Any:
     """Padded tensors for (first, second) pairs, the second segment truncated to fit (and the
     tokens' character offsets when ``offsets``)."""
     limit = max(8, max_length - MIN_SECOND_TOKENS - 3)
@@ -204,7 +206,12 @@ def device_of(model: Any) -> Any:
 
 
 def fit(
-    model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progress: TrainProgress | None, device: str = "cpu"
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[JudgePair],
+    hp: dict,
+    progress: TrainProgress | None,
+    device: str = "cpu",
 ) -> dict:
     """Train ``model`` in place on the labelled pairs; returns timing and loss stats.
 

@@ -47,9 +47,7 @@ from .judge_pairs import (
     JudgePairs,
     build_judge_pairs,
     lexical_features,
-
 )
-from .product_pairs import product_pairs
 from .judge_training import (
     PREFIX,
     TrainProgress,
@@ -61,6 +59,7 @@ from .judge_training import (
     save_cross_encoder,
     token_probabilities,
 )
+from .product_pairs import product_pairs
 
 JUDGE_JSON = "judge.json"
 MODEL_SUBDIR = "model"
@@ -81,11 +80,11 @@ class JudgeRecipe:
     public_data: bool = True  # the labelled answers of ../shared/judge-data (``judge_data``)
     epochs: int = 1
     batch_size: int = 16
-    train_pairs: int = 1800  # a seeded sample of the TRAIN-source pairs is trained on (0: all)
-    train_seq_length: int = 192  # training pairs: claim + the evidence, cut to this many tokens
+    train_pairs: int = 640  # a seeded sample of the TRAIN-source pairs is trained on (0: all)
+    train_seq_length: int = 160  # training pairs: claim + the evidence, cut to this many tokens
     max_seq_length: int = 512  # scoring: the claim + its cited passages' union (``evidence_chars``)
     evidence_chars: int = 1400  # a longer union keeps its sentences most like the claim
-    train_evidence_chars: int = 700  # the same, for training pairs (train_seq_length tokens)
+    train_evidence_chars: int = 560  # the same, for training pairs (train_seq_length tokens)
     layers: int = 3  # of MiniLM's 6 encoder layers (half the time; see eval/results/support_judge.json)
     quantize: bool = True  # score with int8 Linear layers; calibrated on exactly that model
     lr: float = 2e-4  # encoder
@@ -139,7 +138,9 @@ def recipe_pairs(
         relevance_share=recipe.relevance_share,
         contradict_share=recipe.contradict_share,
     )
-    made = product_pairs(chunks, train_rows, max_rows=recipe.product_rows, seed=recipe.seed) if recipe.product_rows else []
+    made = (
+        product_pairs(chunks, train_rows, max_rows=recipe.product_rows, seed=recipe.seed) if recipe.product_rows else []
+    )
     public = public_pairs(judge_data) if recipe.public_data else []
     out = JudgePairs([*pairs, *made, *public])
     out.composition = {
