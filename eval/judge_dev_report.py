@@ -140,6 +140,8 @@ def main() -> None:
     ap.add_argument("--train-split", default=str(SHARED / "bench" / "k8s-docs-rag-bench" / "qa_train.jsonl"))
     ap.add_argument("--device", default="cpu", help="train on this torch device")
     ap.add_argument("--score-device", default="cpu", help="score the report on this device (cpu: the int8 judge)")
+    ap.add_argument("--judge", default="", help="report on this trained judge folder (no training)")
+    ap.add_argument("--splits", default="dev,report")
     ap.add_argument("--hand-labels", action="store_true", help="also score the packaged hand labels")
     ap.add_argument("--max-eval", type=int, default=0, help="smoke runs: at most this many DEV/REPORT pairs")
     for name, value in JudgeRecipe().to_dict().items():
@@ -147,6 +149,8 @@ def main() -> None:
             ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = ap.parse_args()
     recipe = JudgeRecipe(**{k: getattr(args, k) for k in JudgeRecipe().to_dict() if hasattr(args, k)})
+    if args.judge:  # the pairs of the judge's own recipe (its DEV / REPORT sources)
+        recipe = JudgeRecipe(**json.loads((Path(args.judge) / "judge.json").read_text())["recipe"])
     load_start = os.getloadavg()
     started = time.perf_counter()
     folder = args.judge_data
@@ -161,10 +165,14 @@ def main() -> None:
     used = [*parts["train"], *parts["dev"], *parts["report"]]
     base = resolve_model_path(DEFAULT_MODEL)
     target = Path(args.keep or tempfile.mkdtemp(prefix="judge-")) / "judge"
-    record = train_support_judge(base, used, target, recipe, progress=_progress(), device=args.device)
+    if args.judge:
+        target = Path(args.judge)
+        record = json.loads((target / "judge.json").read_text())
+    else:
+        record = train_support_judge(base, used, target, recipe, progress=_progress(), device=args.device)
     judge = SupportJudge.load(target, args.score_device)
     scoring = time.perf_counter()
-    report = {s: split_report(judge, parts[s], folder, s) for s in ("dev", "report")}
+    report = {s: split_report(judge, parts[s], folder, s) for s in args.splits.split(",")}
     if args.hand_labels:
         report["hand_labels"] = hand_labels(judge)
     result = {
@@ -189,7 +197,7 @@ def main() -> None:
     }  # fmt: skip
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({s: {"datasets": result[s]["datasets"], "ref": result[s]["reference_answers_adherent"],
-                          "responses": result[s]["responses"]} for s in ("dev", "report")}, indent=1))  # fmt: skip
+                          "responses": result[s]["responses"]} for s in args.splits.split(",")}, indent=1))  # fmt: skip
 
 
 def _progress():

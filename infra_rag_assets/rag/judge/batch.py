@@ -124,7 +124,7 @@ def _point_at(judge, plan: dict, result: dict, at: float) -> None:
     spans = getattr(judge, "unsupported_spans", None)
     if spans is None:
         return
-    evidence = {}
+    evidence: dict[int, str] = {}
     for (k, _), (_, passage) in zip(plan["owners"], plan["claims"], strict=True):
         evidence.setdefault(k, passage)
     for k, verdict in enumerate(result["sentences"]):
