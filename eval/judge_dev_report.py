@@ -172,7 +172,11 @@ def main() -> None:
         record = train_support_judge(base, used, target, recipe, progress=_progress(), device=args.device)
     judge = SupportJudge.load(target, args.score_device)
     scoring = time.perf_counter()
-    report = {s: split_report(judge, parts[s], folder, s) for s in args.splits.split(",")}
+    report: dict = {}
+    for split in args.splits.split(","):  # each split's numbers are written as soon as they exist
+        report[split] = split_report(judge, parts[split], folder, split)
+        partial = {"judge": str(target), "thresholds": record["thresholds"], "partial": True, **report}
+        Path(args.out).write_text(json.dumps(partial, indent=1) + "\n")
     if args.hand_labels:
         report["hand_labels"] = hand_labels(judge)
     result = {

@@ -96,7 +96,8 @@ def evidence(claim: str, passages: Sequence[str], limit: int = EVIDENCE_CHARS) -
         return joined
     units = [(i, t[s:e]) for i, t in enumerate(texts) for s, e in (sentence_spans(t) or [(0, len(t))])]
     ranked = sorted(range(len(units)), key=lambda k: (-coverage(claim, units[k][1]), k))
-    keep, used = set(), 0
+    keep: set[int] = set()
+    used = 0
     for k in ranked:
         size = min(len(units[k][1]), limit) + 1
         if used + size > limit and keep:
@@ -137,11 +138,11 @@ def _sentence_pairs(answer: str, passages: Sequence[str], spans: Sequence[Mappin
     return out
 
 
-def _halueval(rows: Sequence[Mapping]) -> list[dict]:
+def _halueval(rows: Sequence[Mapping]) -> list[Mapping]:
     by_question: dict[str, list[Mapping]] = {}
     for r in rows:
         by_question.setdefault(str(r["question"]), []).append(r)
-    kept: list[dict] = []
+    kept: list[Mapping] = []
     for question in sorted(by_question, key=lambda q: hashlib.sha256(q.encode()).hexdigest()):
         group = by_question[question]
         wrong = [r for r in group if not r["label"]["adherent"]]
