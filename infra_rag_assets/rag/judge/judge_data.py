@@ -159,8 +159,8 @@ def public_pairs(folder: str | Path | None) -> list[JudgePair]:
         return []
     rows = load_rows(folder)
     halu = [r for r in rows if dataset_of(r) == "halueval"]
-    rows = [r for r in rows if dataset_of(r) != "halueval"] + _halueval(halu)
-    return [p for r in rows for p in row_pairs(r)]
+    kept: list[Mapping] = [r for r in rows if dataset_of(r) != "halueval"]
+    return [p for r in [*kept, *_halueval(halu)] for p in row_pairs(r)]
 
 
 def response_rows(folder: str | Path, split: str) -> list[dict]:
