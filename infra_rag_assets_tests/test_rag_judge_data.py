@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra_rag_assets.rag.answer.records import Answer
-from infra_rag_assets.rag.evaluate.answer_faults import reference_answer
+from infra_rag_assets.rag.evaluate.answers.answer_faults import reference_answer
 from infra_rag_assets.rag.judge.judge_data import (
     best_threshold,
     by_split,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..answer.records import Answer, Citation
+from ...answer.records import Answer, Citation
 
 REFERENCE = "reference-answers"
 FAULTS = ("", "unsupported-sentence", "no-citations", REFERENCE)
