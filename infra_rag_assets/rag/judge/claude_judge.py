@@ -55,6 +55,11 @@ def require_key(backend: str) -> None:
         )
 
 
+def new_client() -> anthropic.Anthropic:
+    """The client a judge made without one uses (key from ANTHROPIC_API_KEY)."""
+    return anthropic.Anthropic(timeout=TIMEOUT_S, max_retries=MAX_RETRIES)
+
+
 class ClaudeJudge:
     """Judges whole answers with Claude; ``client`` is injectable (tests fake its HTTP transport)."""
 
@@ -74,7 +79,7 @@ class ClaudeJudge:
     @property
     def client(self) -> anthropic.Anthropic:
         if self._client is None:
-            self._client = anthropic.Anthropic(timeout=TIMEOUT_S, max_retries=MAX_RETRIES)
+            self._client = new_client()
         return self._client
 
     def judge_items(self, items: Sequence[Item], references: dict[str, str] | None = None) -> list[dict]:
@@ -84,7 +89,7 @@ class ClaudeJudge:
     def judge(self, item: Item, reference: str = "") -> dict:
         """One answer judged: the batch result shape plus axes, spans, usage, cost and error."""
         claims = [s for s in answer_sentences(item.answer) if s.is_claim]
-        result = self._base(item, claims)
+        result = self._base(item)
         why_not = _not_sent(item, claims)
         if why_not:
             result["note"] = why_not
@@ -125,7 +130,7 @@ class ClaudeJudge:
             result["note"] = "; ".join(filter(None, [result.get("note"), *reply.notes]))
         return result
 
-    def _base(self, item: Item, claims: Sequence) -> dict:
+    def _base(self, item: Item) -> dict:
         return {
             "id": item.id,
             "backend": BACKEND,
@@ -156,8 +161,9 @@ class ClaudeJudge:
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": JUDGE_PROMPT.system,
-            "tools": [{"name": TOOL_NAME, "description": "Record the grade of the answer.",
-                       "input_schema": TOOL_SCHEMA}],  # fmt: skip
+            "tools": [
+                {"name": TOOL_NAME, "description": "Record the grade of the answer.", "input_schema": TOOL_SCHEMA}
+            ],  # fmt: skip
             "tool_choice": {"type": "tool", "name": TOOL_NAME},
             "messages": [{"role": "user", "content": user}],
             "metadata": {"user_id": f"infra-rag-judge:{PROMPT_VERSION}"},
@@ -167,7 +173,9 @@ class ClaudeJudge:
 def _not_sent(item: Item, claims: Sequence) -> str:
     """Why this answer is not sent (a clear result instead of a call), '' to send it."""
     if len(item.answer) > MAX_ANSWER_CHARS:
-        return f"not judged: the answer has {len(item.answer):,} characters, the Claude judge takes {MAX_ANSWER_CHARS:,}"
+        return (
+            f"not judged: the answer has {len(item.answer):,} characters, the Claude judge takes {MAX_ANSWER_CHARS:,}"
+        )
     if len(claims) > MAX_SENTENCES:
         return f"not judged: the answer has {len(claims)} sentences, the Claude judge takes {MAX_SENTENCES}"
     if not claims:
@@ -183,7 +191,10 @@ def _passages_to_send(item: Item, claims: Sequence) -> tuple[list[int], str]:
     texts = [i for i, (_, text) in enumerate(item.passages) if text.strip()]
     sent = sorted(cited | set(texts[:MAX_PASSAGES]))
     if len(texts) > MAX_PASSAGES:
-        return sent, f"judged on {len(sent)} of {len(item.passages)} passages (the cited ones and the first {MAX_PASSAGES})"
+        return (
+            sent,
+            f"judged on {len(sent)} of {len(item.passages)} passages (the cited ones and the first {MAX_PASSAGES})",
+        )
     return sent, ""
 
 
