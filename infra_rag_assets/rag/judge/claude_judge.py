@@ -154,8 +154,7 @@ class ClaudeJudge:
 
     def _request(self, item: Item, claims: Sequence, sent: list[int], reference: str) -> dict[str, Any]:
         # Passages keep their positions: [n] markers are 1-based positions in item.passages.
-        shown = [(pid, text[:MAX_PASSAGE_CHARS]) if i in sent else (pid, "(not shown)")
-                 for i, (pid, text) in enumerate(item.passages[: max(sent) + 1])]  # fmt: skip
+        shown = [(i + 1, item.passages[i][0], item.passages[i][1][:MAX_PASSAGE_CHARS]) for i in sent]
         user = render_user(item.question, shown, [(s.text, s.passages) for s in claims], item.answer, reference)
         return {
             "model": self.model,

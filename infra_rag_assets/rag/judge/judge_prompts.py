@@ -102,12 +102,12 @@ def prompt_hash(prompt: Prompt = JUDGE_PROMPT) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def render_user(question: str, passages: list[tuple[str, str]], sentences: list[tuple[str, tuple[int, ...]]],
+def render_user(question: str, passages: list[tuple[int, str, str]], sentences: list[tuple[str, tuple[int, ...]]],
                 answer: str, reference: str, prompt: Prompt = JUDGE_PROMPT) -> str:  # fmt: skip
     """The user turn: passages (position, id, text), the answer verbatim and as numbered
     sentences with their markers, the reference when there is one, then the instructions."""
     parts = ["<passages>"]
-    parts += [f'<passage n="{n}" id="{pid}">\n{text}\n</passage>' for n, (pid, text) in enumerate(passages, 1)]
+    parts += [f'<passage n="{n}" id="{pid}">\n{text}\n</passage>' for n, pid, text in passages]
     parts += ["</passages>", "", f"<answer>\n{answer}\n</answer>", "", "<answer_sentences>"]
     parts += [f"{n}. {text} (cites: {', '.join(map(str, cited)) or 'nothing'})"
               for n, (text, cited) in enumerate(sentences, 1)]  # fmt: skip
