@@ -25,8 +25,8 @@ import anthropic
 
 from ... import settings
 from ..answer.generate import DEFAULT_MODEL, one_line_error
+from ..answer.pricing import cost_usd
 from ..answer.records import elapsed_ms
-from ..evaluate.answer_metrics import cost_usd
 from .batch import Item
 from .claude_reply import AXES, ReplyError, parse_reply, reply_object
 from .judge_prompts import JUDGE_PROMPT, PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash, render_user

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...answer.overlap import token_f1_recall
+from ...answer.pricing import cost_usd
 from ...answer.records import Answer
 from ...common import percentile
 from ...judge.sentences import AnswerSentence, ContextSentence
 from ...judge.trace import cohen_kappa, judged_relevant, silver_relevant, trace_scores, utilized_sentences
 from ..benchmarks import BenchRecord
 from ..evaluation import project_of
-from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision, cost_usd
+from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision
 
 ANSWER_METRICS = (
     "answer_adherence",  # mean probability that every sentence of an answer is supported
