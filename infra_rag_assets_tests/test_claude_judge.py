@@ -93,7 +93,7 @@ def test_the_request_carries_model_prompt_schema_passages_and_numbered_sentences
     assert "1. The default value of maxSurge is 25% (cites: 1)" in user
     assert "2. It was removed in release 1.12 (cites: 2)" in user
     assert "<reference_answer>\n25% of the desired Pods.\n</reference_answer>" in user
-    assert user.rstrip().endswith("shortest span that carries the unsupported claim; an empty list when everything is supported.")  # fmt: skip
+    assert user.rstrip().endswith("an empty list when everything is supported.")
     assert "What is the default maxSurge?" in user
 
 
@@ -148,7 +148,8 @@ def test_a_json_object_in_plain_text_is_read_and_correct_needs_a_reference():
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        (message([{"type": "text", "text": '{"grounded": tru, "sentences": ['}]), "no record_judgement call and no JSON"),
+        (message([{"type": "text", "text": '{"grounded": tru, "sentences": ['}]),
+         "no record_judgement call and no JSON"),
         (tool_reply({k: v for k, v in VERDICT.items() if k not in ("fabricated", "citations")}),
          "lacks the axes fabricated, citations"),
         (tool_reply({**VERDICT, "grounded": "maybe"}), "axis 'grounded' must be true or false, got 'maybe'"),
@@ -169,7 +170,8 @@ def test_unreadable_replies_are_judged_with_an_error_not_a_crash(reply, error):
     ("reply", "error"),
     [
         (api_error(529, "overloaded_error", "Overloaded"), "OverloadedError: HTTP 529: Overloaded"),
-        (api_error(401, "authentication_error", "invalid x-api-key"), "AuthenticationError: HTTP 401: invalid x-api-key"),
+        (api_error(401, "authentication_error", "invalid x-api-key"),
+         "AuthenticationError: HTTP 401: invalid x-api-key"),
         (httpx2.ReadTimeout("timed out"), "APITimeoutError"),
     ],
 )  # fmt: skip
@@ -197,7 +199,8 @@ def never_called(request: httpx2.Request) -> httpx2.Response:
          "the answer has no sentence to judge", None),
         (Item("n", "q", (), ANSWER), "no passages: nothing can support the answer", 0.0),
         (Item("b", "q", (("1", "  "),), ANSWER), "no passages: nothing can support the answer", 0.0),
-        (Item("l", "q", ITEM.passages, "Pods scale. " * (MAX_ANSWER_CHARS // 12 + 1)), "not judged: the answer has", None),
+        (Item("l", "q", ITEM.passages, "Pods scale. " * (MAX_ANSWER_CHARS // 12 + 1)),
+         "not judged: the answer has", None),
     ],
 )  # fmt: skip
 def test_degenerate_answers_get_a_clear_result_without_a_call(item, note, adherence):

@@ -35,7 +35,8 @@ def grader(request: httpx2.Request) -> httpx2.Response:
         "grounded": not bad, "fabricated": bool(bad), "gap_named": False,
         "correct": (not bad) if "<reference_answer>" in user else None,
         "citations": "wrong" if bad else "valid",
-        "sentences": [{"n": i, "support": 0.1 if i in bad else 0.9, "passage": "1"} for i in range(1, len(sentences) + 1)],
+        "sentences": [{"n": i, "support": 0.1 if i in bad else 0.9, "passage": "1"}
+                      for i in range(1, len(sentences) + 1)],
         "unsupported_spans": ["WRONG"] if bad else [],
     }  # fmt: skip
     return httpx2.Response(200, json={
