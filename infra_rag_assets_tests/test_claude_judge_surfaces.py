@@ -180,3 +180,70 @@ def test_judge_labels_cli_says_not_run_without_a_key(cli, labels, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = cli("judge-labels", "--backend", "claude", "--labels", str(labels))
     assert result.exit_code == 0 and json.loads(result.stdout)["status"] == NOT_RUN
+
+
+class _Hit:
+    def __init__(self, text: str) -> None:
+        self.text, self.chunk_id = text, "c1"
+
+
+def eval_pending(answer_text: str, record_id: str):
+    from infra_rag_assets.rag.answer.records import Answer
+    from infra_rag_assets.rag.evaluate.answers.answer_eval import _Pending
+    from infra_rag_assets.rag.evaluate.benchmarks import BenchRecord
+    from infra_rag_assets.rag.judge.sentences import answer_sentences, context_sentences
+
+    record = BenchRecord(record_id, "What is the default maxSurge?", ("k8s:deploy",), "The default is 25%.", "k")
+    reply = Answer("q", answer_text, [], "answered", "claude", "claude-sonnet-4-6", "p@1", "h")
+    hits = [_Hit(PASSAGE)]
+    return _Pending(record, reply, context_sentences(hits), answer_sentences(answer_text), hits, {}, "k")
+
+
+def test_the_eval_run_judges_whole_answers_caches_them_and_leaves_failures_unmeasured(tmp_path, monkeypatch):
+    from infra_rag_assets.rag.evaluate.answers.answer_eval import AnswerRun, _judge
+    from infra_rag_assets.rag.judge.trace import trace_scores
+    from infra_rag_assets.rag.operate.home import ContentCache
+
+    failing = [True]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if "ERRS" in json.loads(request.content)["messages"][0]["content"] and failing:
+            failing.pop()
+            return httpx2.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "x"}})
+        return grader(request)
+
+    judge = claude_judge.ClaudeJudge(client=fake_client(handler)())
+    cache = ContentCache(tmp_path / "judging")
+    answers = {
+        "good": "The default value of maxSurge is 25% [1].",
+        "bad": "The default value of maxSurge is 25% [1]. It is WRONG in 1.12 [1]. Uncited and also WRONG.",
+        "fails": "The default value of maxSurge ERRS 25% [1].",
+    }
+    pending = [eval_pending(text, rid) for rid, text in answers.items()]
+    run = AnswerRun("b", "h")
+    _judge(pending, judge, cache, run)
+    good, bad, fails = pending
+    assert good.scores["support"] == [0.9] and good.scores["relevance"] is None  # no trained judge: unmeasured
+    # support per sentence that cites a passage (trace.judged_sentences), the uncited one is 0 by definition
+    assert bad.scores["support"] == [0.9, 0.1] and bad.scores["axes"]["fabricated"] is True
+    trace = trace_scores(bad.context, [], [], bad.sentences, bad.scores["support"])
+    assert [s.supported for s in trace.sentences] == [0.9, 0.1, 0.0] and trace.adherent is False
+    assert fails.scores is None and run.judge_errors == 1 and run.judging_hits == 0
+    assert run.judge_cost_usd == pytest.approx(2 * 0.0045)
+    again = [eval_pending(text, rid) for rid, text in answers.items()]
+    rerun = AnswerRun("b", "h")
+    _judge(again, judge, cache, rerun)  # the failed answer is asked again, the judged two are cached
+    assert rerun.judging_hits == 2 and rerun.judge_errors == 0 and again[2].scores["support"] == [0.9]
+
+
+def test_the_eval_run_checks_the_backend_before_any_work(monkeypatch):
+    from infra_rag_assets.rag.judge.judge_backends import chosen_backend
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("INFRA_RAG_JUDGE_BACKEND", raising=False)
+    assert chosen_backend() == "trained" and chosen_backend("TRAINED") == "trained"
+    with pytest.raises(claude_judge.ClaudeJudgeUnavailable, match="INFRA_RAG_JUDGE_BACKEND.*ANTHROPIC_API_KEY"):
+        chosen_backend("claude")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("INFRA_RAG_JUDGE_BACKEND", "claude")
+    assert chosen_backend() == "claude"

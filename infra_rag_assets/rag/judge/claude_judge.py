@@ -64,10 +64,12 @@ class ClaudeJudge:
     """Judges whole answers with Claude; ``client`` is injectable (tests fake its HTTP transport)."""
 
     backend = BACKEND
+    judges_answers = True  # the eval run sends it whole answers, not (claim, passage) pairs
 
     def __init__(self, client: anthropic.Anthropic | None = None, model: str | None = None,
-                 max_tokens: int = MAX_TOKENS) -> None:  # fmt: skip
+                 max_tokens: int = MAX_TOKENS, relevance_judge: Any = None) -> None:  # fmt: skip
         self._client = client
+        self.relevance_judge = relevance_judge  # the trained judge labels context sentences (eval run)
         self.model = model or settings.judge_model() or DEFAULT_MODEL
         self.max_tokens = max_tokens
 

@@ -61,7 +61,8 @@ def answer_row(
     """Everything the scorecard, the worst-answers table and the lineage need of one answer."""
     answered = answer.outcome == "answered"
     utilized = utilized_sentences(context, answer.citations)
-    relevant = None if scores is None else judged_relevant(scores["relevance"])
+    # relevance None: a whole-answer judge without the trained judge to label context sentences
+    relevant = None if scores is None or scores["relevance"] is None else judged_relevant(scores["relevance"])
     silver = silver_relevant(context, record.reference_answer) if record.reference_answer else None
     trace = trace_scores(context, relevant or [], utilized, sentences, scores["support"] if scores else None)
     silver_trace = trace_scores(context, silver, utilized, sentences, None) if silver is not None else None
@@ -87,14 +88,14 @@ def answer_row(
         "cited_doc_ids": cited,
         "citations_json": json.dumps([c.__dict__ for c in answer.citations]),
         "context_sentences": len(context),
-        "relevance": trace.relevance if judged else None,
+        "relevance": trace.relevance if relevant is not None else None,
         "utilization": trace.utilization,
-        "completeness": trace.completeness if judged else None,
+        "completeness": trace.completeness if relevant is not None else None,
         "adherence": trace.adherence,
         "adherent": trace.adherent,
         "unsupported_json": json.dumps(trace.unsupported()) if judged else None,
         "sentences_json": json.dumps([s.to_dict() for s in trace.sentences]),
-        "relevant_sentences_json": json.dumps(trace.relevant if judged else []),
+        "relevant_sentences_json": json.dumps(trace.relevant if relevant is not None else []),
         "utilized_sentences_json": json.dumps(trace.utilized),
         "relevance_silver": silver_trace.relevance if silver_trace else None,
         "completeness_silver": silver_trace.completeness if silver_trace else None,
