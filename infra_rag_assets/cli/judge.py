@@ -120,17 +120,15 @@ def judge(obj, batch, version, backend, as_json, output) -> None:
 def chosen_backend(given: str | None) -> str:
     """The backend from ``--backend`` or INFRA_RAG_JUDGE_BACKEND; claude without a key is a
     one-line error before any work."""
-    from ..rag.judge.claude_judge import ClaudeJudgeUnavailable, require_key
-    from ..settings import judge_backend
+    from ..rag.judge.claude_judge import ClaudeJudgeUnavailable
+    from ..rag.judge.judge_backends import chosen_backend as checked
 
     try:
-        backend = judge_backend(given)
-        require_key(backend)
+        return checked(given)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except ClaudeJudgeUnavailable as exc:
         raise CommandFailed(str(exc)) from None
-    return backend
 
 
 def _fmt(value) -> str:

@@ -36,7 +36,7 @@ from .trace import SUPPORTED_AT
 BACKEND = "claude"
 TIMEOUT_S = 60.0  # per attempt; the SDK retries 408/429/5xx/529 and timeouts MAX_RETRIES times
 MAX_RETRIES = 2
-MAX_TOKENS = 2048
+MAX_TOKENS = 4096  # room for a verdict on each of MAX_SENTENCES sentences
 MAX_ANSWER_CHARS = 20_000  # longer answers are not sent: a clear "not judged" result instead
 MAX_SENTENCES = 80
 MAX_PASSAGES = 40  # passages sent besides the cited ones (10,000 passages cost what 40 do)
