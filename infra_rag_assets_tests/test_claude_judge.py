@@ -10,6 +10,7 @@ import json
 import anthropic
 import httpx2
 import pytest
+from test_rag_answer import FakeAPI  # canned responses in order, every request recorded
 
 from infra_rag_assets.rag.judge.batch import Item
 from infra_rag_assets.rag.judge.claude_judge import MAX_ANSWER_CHARS, ClaudeJudge
@@ -48,28 +49,6 @@ def message(content: list, usage: dict | None = None, model: str = "claude-sonne
 
 def api_error(status: int, kind: str, text: str) -> httpx2.Response:
     return httpx2.Response(status, json={"type": "error", "error": {"type": kind, "message": text}})
-
-
-class FakeAPI:
-    """Serves canned responses in order (the last one repeats) and records every request."""
-
-    def __init__(self, *responses: httpx2.Response | Exception) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        item = self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def client(self, max_retries: int = 0) -> anthropic.Anthropic:
-        http = httpx2.Client(transport=httpx2.MockTransport(self))
-        return anthropic.Anthropic(api_key="test", http_client=http, max_retries=max_retries)
-
-    def body(self, i: int = 0) -> dict:
-        return json.loads(self.requests[i].content)
 
 
 def judged(*responses, item: Item = ITEM, reference: str = "", model: str | None = None) -> tuple[dict, FakeAPI]:

@@ -37,18 +37,23 @@ def version_judge(obj: dict, version: str | None):
     return judge, version
 
 
+def backend_option(fn):
+    """``--backend trained|claude`` (default INFRA_RAG_JUDGE_BACKEND, else trained)."""
+    return click.option(
+        "--backend",
+        type=click.Choice(JUDGE_BACKENDS),
+        default=None,
+        help="trained: the version's support judge; claude: Claude grades each answer (needs ANTHROPIC_API_KEY); "
+        "default INFRA_RAG_JUDGE_BACKEND, else trained",
+    )(fn)
+
+
 @click.command()
 @click.option(
     "--batch", "batch", required=True, help='JSONL of {"id","question","passages":[{"id","text"}],"answer"} (- = stdin)'
 )
 @index_version_option(help="whose support judge (default: current release, else latest)")
-@click.option(
-    "--backend",
-    type=click.Choice(JUDGE_BACKENDS),
-    default=None,
-    help="trained: the version's support judge; claude: Claude grades each answer (needs ANTHROPIC_API_KEY); "
-    "default INFRA_RAG_JUDGE_BACKEND, else trained",
-)
+@backend_option
 @json_option("one JSON object per line and id")
 @click.option("--output", "-o", default="-", help="output file (default stdout)")
 @click.pass_obj

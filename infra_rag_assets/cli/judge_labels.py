@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from ..settings import JUDGE_BACKENDS
 from .common import (
     CommandFailed,
     console,
@@ -16,16 +15,11 @@ from .common import (
     print_rows,
     require_home,
 )
+from .judge import backend_option, version_judge
 
 
 @click.command("judge-labels")
-@click.option(
-    "--backend",
-    type=click.Choice(JUDGE_BACKENDS),
-    default=None,
-    help="trained (the version's support judge) or claude (needs ANTHROPIC_API_KEY, else 'not run'); "
-    "default INFRA_RAG_JUDGE_BACKEND, else trained",
-)
+@backend_option
 @click.option("--labels", "labels", default=None, help="labels JSONL (default the packaged answer_labels.jsonl)")
 @index_version_option(help="whose support judge, for --backend trained (default: current release, else latest)")
 @json_option("the whole report as JSON")
@@ -72,7 +66,6 @@ def _claude(path: str) -> dict:
 
 def _trained(obj: dict, version: str | None, path: str) -> dict:
     from ..rag.judge.label_calibration import calibration_report, load_labels, signals
-    from .judge import version_judge
 
     require_home(obj)
     model, version = version_judge(obj, version)

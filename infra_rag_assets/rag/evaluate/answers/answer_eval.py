@@ -167,10 +167,7 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
             },
             32,
         )
-        stored = cache.get(key)
-        if stored is not None:
-            p.scores = json.loads(stored.read_text())
-            run.judging_hits += 1
+        if scores_from_cache(p, cache, key, run):
             continue
         todo.append((p, key, len(claims), len(judged), len(questions)))
         claims += [(s.text, e) for s, e in zip(judged, evidence, strict=True)]
@@ -184,6 +181,16 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
         }
         p.scores = scores
         cache.put(key, _writer(json.dumps(scores)))
+
+
+def scores_from_cache(p: _Pending, cache: ContentCache, key: str, run: AnswerRun) -> bool:
+    """Whether ``p``'s judgement was cached under ``key`` (then set on ``p`` and counted)."""
+    stored = cache.get(key)
+    if stored is None:
+        return False
+    p.scores = json.loads(stored.read_text())
+    run.judging_hits += 1
+    return True
 
 
 def _writer(text: str) -> Callable[[Path], object]:

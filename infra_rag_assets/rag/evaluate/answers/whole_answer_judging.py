@@ -19,6 +19,7 @@ from pathlib import Path
 from ...index.config import stable_hash
 from ...judge.batch import Item
 from ...operate.home import ContentCache
+from .answer_eval import scores_from_cache
 
 
 def judge_whole_answers(pending: Sequence, judge, cache: ContentCache, run) -> None:
@@ -36,10 +37,7 @@ def judge_whole_answers(pending: Sequence, judge, cache: ContentCache, run) -> N
             },
             32,
         )
-        stored = cache.get(key)
-        if stored is not None:
-            p.scores = json.loads(stored.read_text())
-            run.judging_hits += 1
+        if scores_from_cache(p, cache, key, run):
             continue
         claims = [s for s in p.sentences if s.is_claim]
         result = _judged(judge, p, claims)
