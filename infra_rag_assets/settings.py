@@ -24,6 +24,7 @@ VARIABLES = {
     "SOURCES": "sources.yaml to build from (default the packaged infra_rag_assets/data/sources.yaml)",
     "CORPUS": "mirror folder that sources.yaml's ${INFRA_RAG_CORPUS} names (default ../shared/corpus from the cwd)",
     "BENCH": "folder holding k8s-docs-rag-bench/ (default ../shared/bench from the cwd)",
+    "JUDGE_DATA": "folder of the support judge's public labelled answers (default ../shared/judge-data; none: without)",
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
     "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
@@ -77,6 +78,15 @@ def corpus_dir() -> Path:
 def bench_dir() -> Path:
     """The folder holding k8s-docs-rag-bench/; unset, ``../shared/bench`` from the current directory."""
     return Path(_read("BENCH") or Path.cwd().parent / "shared" / "bench")
+
+
+def judge_data_dir() -> Path | None:
+    """The judge's public training data (RAGTruth, AttributionBench, HaluEval rows); unset,
+    ``../shared/judge-data`` from the current directory; ``none``: train without it."""
+    value = _read("JUDGE_DATA")
+    if value.lower() in ("none", "0", "off"):
+        return None
+    return Path(value or Path.cwd().parent / "shared" / "judge-data")
 
 
 def adapt() -> bool:

@@ -32,7 +32,7 @@ gates:
   - {name: citations, metric: citation_validity, regime: serving, slice: "tiny/overall", comparison: floor,
      threshold: 0.99, severity: critical}
   - {name: adherence, metric: answer_adherent, regime: serving, slice: "tiny/overall", comparison: floor,
-     threshold: 0.6, severity: critical}
+     threshold: 0.8, severity: critical}
   - {name: refusals, metric: gap_named_recall, regime: serving, slice: "tiny/overall", comparison: floor,
      threshold: 1.0, severity: critical}
 """
@@ -92,6 +92,20 @@ def test_answers_are_scored_and_broken_answerers_are_refused(env):
         assert failing in critical.metadata["failed"].value, (fault, critical.metadata["failed"].value)
         assert not result.asset_materializations_for_node("release")
     assert releases.current_release(store.data_home().warehouse()) is None
+
+    # the opposite drill: the benchmark's own reworded reference answers, their page in the
+    # context, pass the same answer gates (production's 0.80 adherence floor) at the judge's
+    # DEV-fitted threshold; the release stage is left out so the plain run below still releases
+    drill = _evaluate(instance, store, settings, version, bench, stages=("eval_run",), answer_fault="reference-answers")
+    assert _checks(drill)["critical_gates"].passed, _checks(drill)["critical_gates"].metadata["gates"].value
+    drilled = {
+        r["question_id"]: r
+        for r in store.data_home().warehouse()
+        .frame("SELECT * FROM answer_results WHERE index_version = ?", [version]).to_dicts()
+    }  # fmt: skip
+    assert drilled["q-maxsurge"]["adherent"] and drilled["q-maxsurge"]["answer"].startswith(
+        "The default value of maxSurge"
+    )
 
     result = _evaluate(instance, store, settings, version, bench)
     assert _checks(result)["critical_gates"].passed, _checks(result)["critical_gates"].metadata["gates"].value

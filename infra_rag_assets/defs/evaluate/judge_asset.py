@@ -43,13 +43,13 @@ def label_report(home, version: str) -> dict:
 def _default_pairs() -> int:
     from ...rag.judge.support_judge import JudgeRecipe
 
-    return settings.judge_pairs(JudgeRecipe.max_pairs)
+    return settings.judge_pairs(JudgeRecipe.train_pairs)
 
 
 class SupportJudgeConfig(dg.Config):
-    max_pairs: int = Field(
+    train_pairs: int = Field(
         default_factory=_default_pairs,
-        description="training + calibration pairs (env INFRA_RAG_JUDGE_PAIRS, else the recipe's default)",
+        description="pairs of TRAIN sources trained on (env INFRA_RAG_JUDGE_PAIRS, else the recipe's default)",
     )
     epochs: int = 1
 
@@ -70,6 +70,7 @@ def support_judge(
 ) -> dg.MaterializeResult:
     from ...rag.adapt.training_set import train_data_hash
     from ...rag.index.embedding import resolve_model_path, weights_hash
+    from ...rag.judge.judge_data import data_hash
     from ...rag.judge.judge_pairs import load_train_rows
     from ...rag.judge.support_judge import (
         JUDGE_JSON,
@@ -88,12 +89,14 @@ def support_judge(
     chunks = home.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text")).to_dicts()
     if not chunks:
         raise dg.Failure(f"index version {version} has no chunks: build it through chunks first")
-    recipe = JudgeRecipe(max_pairs=config.max_pairs, epochs=config.epochs)
+    recipe = JudgeRecipe(train_pairs=config.train_pairs, epochs=config.epochs)
     base = resolve_model_path(build.model_id)
+    judge_data = settings.judge_data_dir()
     lineage = {
         "train_data_hash": train_data_hash(train_split),
         "chunks_hash": chunks_hash(chunks),
         "base_weights_hash": weights_hash(base),
+        "judge_data_hash": data_hash(judge_data),  # '' without it: a judge of corpus pairs only
     }
     key = judge_key(recipe, **lineage)
     target = home.cache("judge").path(key)
@@ -101,7 +104,7 @@ def support_judge(
     if not reused:
         started = time.perf_counter()
         rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
-        pairs = recipe_pairs(recipe, chunks, rows)
+        pairs = recipe_pairs(recipe, chunks, rows, judge_data if lineage["judge_data_hash"] else None)
         context.log.info(f"{len(pairs)} judge pairs {dict(pairs.composition)} in {time.perf_counter() - started:.1f}s")
         target.parent.mkdir(parents=True, exist_ok=True)
         train_support_judge(base, pairs, target, recipe, progress=training_progress(context, "judge training"),

@@ -17,7 +17,13 @@ def judge_metadata(record: dict, key: str, reused: bool) -> dict:
         for name in ("auroc", "ece")
     }
     return {
-        **floats({**numbers, "seconds_total": record.get("seconds_total")}),
+        **floats(
+            {
+                **numbers,
+                "seconds_total": record.get("seconds_total"),
+                **{f"{task}_threshold": at for task, at in record.get("thresholds", {}).items()},
+            }
+        ),  # fmt: skip
         "key": key,
         "reused_existing": reused,
         "pairs": record.get("pairs", 0),

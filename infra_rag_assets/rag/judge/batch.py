@@ -2,10 +2,11 @@
 ``POST /judge`` read ``{"id", "question", "passages": [{"id", "text"}], "answer"}`` and return,
 per id, TRACe and a verdict per answer sentence.
 
-Such answers carry no citation spans, so each answer sentence is judged against the passages
-it cites by ``[n]`` marker (1-based positions in ``passages``) or, without markers, against
-the passages most like it (a lexical prefilter keeps ``CANDIDATES``, so 10,000 passages cost
-what 5 do); ``passage`` names the best-supporting passage's id. A context sentence counts as
+Such answers carry no citation spans, so each answer sentence is judged against the union of
+the passages it cites by ``[n]`` marker (1-based positions in ``passages``) or, without
+markers, against each of the passages most like it (a lexical prefilter keeps ``CANDIDATES``,
+so 10,000 passages cost what 5 do); ``passage`` names the (first) supporting passage's id.
+``adherent`` applies the judge's DEV-fitted threshold to every sentence. A context sentence counts as
 used when most of its content terms appear in one answer sentence.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from ..common import jsonl_objects
 from ..index.analysis import prose_terms
 from .sentences import ContextSentence, answer_sentences, context_sentences
-from .trace import judged_relevant, trace_scores
+from .trace import judged_relevant, thresholds_of, trace_scores
 
 CANDIDATES = 5  # passages per answer sentence that reach the cross-encoder
 MAX_PASSAGES = 200  # context sentences are judged for relevance only up to this many passages
@@ -81,9 +82,11 @@ def judge_items(judge, items: Sequence[Item]) -> list[dict]:
     support = judge.support([c for c, _ in claims], [p for _, p in claims]) if claims else []
     relevance = judge.relevance([q for q, _ in questions], [s for _, s in questions]) if questions else []
     out, s_at, r_at = [], 0, 0
+    thresholds = thresholds_of(judge)
     for plan in plans:
         n_s, n_r = len(plan["claims"]), len(plan["questions"])
-        out.append(_result(plan, support[s_at : s_at + n_s], relevance[r_at : r_at + n_r]))
+        out.append(_result(plan, support[s_at : s_at + n_s], relevance[r_at : r_at + n_r], thresholds))
+        _point_at(judge, plan, out[-1], thresholds[0])
         s_at, r_at = s_at + n_s, r_at + n_r
     return out
 
@@ -93,7 +96,12 @@ def _plan(item: Item) -> dict:
     sentences = [s for s in answer_sentences(item.answer) if s.is_claim]
     claims, owners = [], []
     for k, s in enumerate(sentences):
-        for index in _candidates(s.text, s.passages, passages):
+        marked = [n - 1 for n in s.passages if 0 < n <= len(passages)]
+        if marked:  # what it cites, together: a sentence may rest on two passages
+            claims.append((s.text, "\n\n".join(passages[i].text for i in marked)))
+            owners.append((k, marked[0]))
+            continue
+        for index in _candidates(s.text, passages):
             claims.append((s.text, passages[index].text))
             owners.append((k, index))
     judged_context = passages[:MAX_PASSAGES]
@@ -110,11 +118,22 @@ def _plan(item: Item) -> dict:
     }
 
 
-def _candidates(sentence: str, cited: tuple[int, ...], passages: Sequence[_Passage]) -> list[int]:
-    """Cited passages (valid markers), else the ``CANDIDATES`` most lexically similar ones."""
-    marked = [n - 1 for n in cited if 0 < n <= len(passages)]
-    if marked:
-        return marked
+def _point_at(judge, plan: dict, result: dict, at: float) -> None:
+    """Each unsupported sentence's unsupported words (``unsupported_spans``), when the judge
+    can point at them, against the passages it was judged on."""
+    spans = getattr(judge, "unsupported_spans", None)
+    if spans is None:
+        return
+    evidence: dict[int, str] = {}
+    for (k, _), (_, passage) in zip(plan["owners"], plan["claims"], strict=True):
+        evidence.setdefault(k, passage)
+    for k, verdict in enumerate(result["sentences"]):
+        if verdict["supported"] < at:
+            verdict["unsupported_spans"] = spans(verdict["text"], evidence.get(k, "")) if k in evidence else []
+
+
+def _candidates(sentence: str, passages: Sequence[_Passage]) -> list[int]:
+    """The ``CANDIDATES`` passages most lexically similar to an uncited sentence."""
     terms = set(prose_terms(sentence))
     scored = sorted(
         ((len(terms & set(prose_terms(p.text))), -i) for i, p in enumerate(passages) if p.text.strip()), reverse=True
@@ -122,7 +141,7 @@ def _candidates(sentence: str, cited: tuple[int, ...], passages: Sequence[_Passa
     return [-i for _, i in scored[:CANDIDATES]]
 
 
-def _result(plan: dict, support: Sequence[float], relevance: Sequence[float]) -> dict:
+def _result(plan: dict, support: Sequence[float], relevance: Sequence[float], thresholds: tuple[float, float]) -> dict:
     item, passages, sentences = plan["item"], plan["passages"], plan["sentences"]
     best: dict[int, tuple[float, int]] = {}
     for (k, index), p in zip(plan["owners"], support, strict=True):
@@ -138,11 +157,13 @@ def _result(plan: dict, support: Sequence[float], relevance: Sequence[float]) ->
     ]
     context: list[ContextSentence] = plan["context"]
     used = _used(context, [s.text for s in sentences])
-    trace = trace_scores(context, judged_relevant(relevance), used, [], None)
+    trace = trace_scores(context, judged_relevant(relevance, thresholds[1]), used, [], None)
     probs = [v["supported"] for v in verdicts]
     result = {
         "id": item.id,
         "adherence": round(math.prod(probs), 4) if probs else None,
+        "adherent": all(p >= thresholds[0] for p in probs) if probs else None,
+        "supported_at": thresholds[0],
         "relevance": _round(trace.relevance),
         "utilization": _round(trace.utilization),
         "completeness": _round(trace.completeness),

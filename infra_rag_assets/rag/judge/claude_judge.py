@@ -28,7 +28,7 @@ from ..answer.generate import DEFAULT_MODEL, one_line_error
 from ..answer.pricing import cost_usd
 from ..answer.records import elapsed_ms
 from .batch import Item
-from .claude_reply import AXES, ReplyError, parse_reply, reply_object
+from .claude_reply import AXES, ReplyError, find_span, parse_reply, reply_object
 from .judge_prompts import JUDGE_PROMPT, PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash, render_user
 from .sentences import answer_sentences
 from .trace import SUPPORTED_AT
@@ -126,7 +126,7 @@ class ClaudeJudge:
         except ReplyError as exc:
             result["error"] = f"unreadable judgement (stop_reason={response.stop_reason}): {exc}"
             return result
-        _fill(result, claims, reply.support, reply.passages)
+        _fill(result, claims, reply.support, reply.passages, [span["text"] for span in reply.spans])
         result.update(axes=reply.axes, unsupported_spans=reply.spans, reason=reply.reason)
         if reply.notes:
             result["note"] = "; ".join(filter(None, [result.get("note"), *reply.notes]))
@@ -142,6 +142,7 @@ class ClaudeJudge:
             "prompt_hash": prompt_hash(),
             "adherence": None,
             "adherent": None,
+            "supported_at": SUPPORTED_AT,  # by fiat until a calibration run with a key fits one
             "relevance": None,
             "utilization": None,
             "completeness": None,
@@ -199,9 +200,17 @@ def _passages_to_send(item: Item, claims: Sequence) -> tuple[list[int], str]:
     return sent, ""
 
 
-def _fill(result: dict, claims: Sequence, support: Sequence[float], passages: Sequence[str | None]) -> None:
+def _fill(result: dict, claims: Sequence, support: Sequence[float], passages: Sequence[str | None],
+          spans: Sequence[str] = ()) -> None:  # fmt: skip
+    """Per-sentence verdicts as the trained judge gives them: an unsupported sentence carries
+    the spans that fall inside it (offsets into the sentence's text)."""
     result["sentences"] = [{"text": s.text, "supported": round(p, 4), "passage": pid}
                            for s, p, pid in zip(claims, support, passages, strict=True)]  # fmt: skip
+    for verdict in result["sentences"]:
+        if verdict["supported"] < SUPPORTED_AT:
+            found = [(span, find_span(span, verdict["text"])) for span in spans]
+            verdict["unsupported_spans"] = [{"start": at[0], "end": at[1], "text": verdict["text"][at[0] : at[1]]}
+                                            for _, at in found if at is not None]  # fmt: skip
     result["adherence"] = round(math.prod(support), 4) if support else None
     result["adherent"] = all(p >= SUPPORTED_AT for p in support) if support else None
 

@@ -145,7 +145,7 @@ def locate_spans(spans: Any, answer: str, notes: list[str]) -> list[dict]:
         if not isinstance(text, str) or not text.strip():
             dropped += 1
             continue
-        found = _find(text.strip(), answer)
+        found = find_span(text.strip(), answer)
         if found is None:
             dropped += 1
             continue
@@ -155,7 +155,8 @@ def locate_spans(spans: Any, answer: str, notes: list[str]) -> list[dict]:
     return out
 
 
-def _find(span: str, answer: str) -> tuple[int, int] | None:
+def find_span(span: str, answer: str) -> tuple[int, int] | None:
+    """[start, end) of ``span`` in ``answer``: exact, else up to case and whitespace."""
     at = answer.find(span)
     if at >= 0:
         return at, at + len(span)

@@ -60,7 +60,8 @@ class JudgePair:
     first: str
     second: str
     label: int
-    doc_id: str  # the page the pair was made from: hold-outs split by it
+    doc_id: str  # the page (or public source) the pair was made from: hold-outs split by it
+    spans: tuple[tuple[int, int], ...] = ()  # unsupported [start, end) in ``first``, where labelled
 
 
 class JudgePairs(list):

@@ -53,8 +53,10 @@ class AlignmentScorer(torch.nn.Module):
         self.sep_id = sep_id  # [SEP] ends both segments: not a token to match
         self.register_buffer("task_tokens", torch.tensor(list(task_tokens)), persistent=False)
         self.head = TaskHead(len(task_tokens), 2)
+        self.token_head = TokenHead()
 
-    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any, tokens: bool = False) -> Any:
+        """The pair logit; with ``tokens`` also (per-token unsupported logits, claim-token mask)."""
         hidden = self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
@@ -68,7 +70,22 @@ class AlignmentScorer(torch.nn.Module):
         mean = (best * claim).sum(1) / count
         worst = best.masked_fill(~claim, 1.0).min(1).values
         task = (input_ids[:, 1:2] == self.task_tokens).float().argmax(-1)  # the prefix's first token
-        return self.head(torch.stack([mean, worst], -1), task)
+        logit = self.head(torch.stack([mean, worst], -1), task)
+        return (logit, self.token_head(best), claim) if tokens else logit
+
+
+class TokenHead(torch.nn.Module):
+    """Per claim token, the logit that it is unsupported, from its best passage match (a token
+    no passage token resembles is what a span label marks). Starts at: unsupported below a
+    cosine of ~0.7; trained by the token loss where the data has span labels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(-10.0))
+        self.bias = torch.nn.Parameter(torch.tensor(7.0))
+
+    def forward(self, best: Any) -> Any:
+        return best * self.scale + self.bias
 
 
 class TaskHead(torch.nn.Module):
@@ -113,7 +130,10 @@ def load_cross_encoder(path: str | Path, *, layers: int = 0) -> tuple[Any, Align
     tasks = [tokenizer(PREFIX[t], add_special_tokens=False)["input_ids"][0] for t in TASKS]
     model = AlignmentScorer(encoder, 1 + prefix_tokens.pop(), tokenizer.sep_token_id, tasks)
     if (Path(path) / HEAD_FILE).is_file():
-        model.head.load_state_dict(load_file(str(Path(path) / HEAD_FILE)))
+        saved = load_file(str(Path(path) / HEAD_FILE))
+        model.head.load_state_dict({k: v for k, v in saved.items() if not k.startswith("token.")})
+        if "token.scale" in saved:  # judges before the token head have none: it keeps its start
+            model.token_head.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("token.")})
     model.eval()
     return tokenizer, model
 
@@ -132,7 +152,8 @@ def save_cross_encoder(model: AlignmentScorer, tokenizer: Any, directory: Path) 
     finally:
         if bar:
             hf_logging.enable_progress_bar()
-    save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(directory / HEAD_FILE))
+    heads = {**model.head.state_dict(), **{f"token.{k}": v for k, v in model.token_head.state_dict().items()}}
+    save_file({k: v.contiguous() for k, v in heads.items()}, str(directory / HEAD_FILE))
 
 
 def quantized(model: Any) -> Any | None:
@@ -146,14 +167,18 @@ def quantized(model: Any) -> Any | None:
         return None
 
 
-def encode(tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int) -> Any:
-    """Padded tensors for (first, second) pairs, the second segment truncated to fit."""
+def encode(
+    tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int, offsets: bool = False
+) -> Any:
+    """Padded tensors for (first, second) pairs, the second segment truncated to fit (and the
+    tokens' character offsets when ``offsets``)."""
     limit = max(8, max_length - MIN_SECOND_TOKENS - 3)
-    offsets = tokenizer(list(firsts), add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    firsts = [f if len(o) <= limit else f[: o[limit - 1][1]] for f, o in zip(firsts, offsets)]
+    spans = tokenizer(list(firsts), add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    firsts = [f if len(o) <= limit else f[: o[limit - 1][1]] for f, o in zip(firsts, spans)]
     return tokenizer(
-        list(firsts), list(seconds), truncation="only_second", max_length=max_length, padding=True, return_tensors="pt"
-    )
+        list(firsts), list(seconds), truncation="only_second", max_length=max_length, padding=True,
+        return_tensors="pt", return_offsets_mapping=offsets,
+    )  # fmt: skip
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, seed: int) -> list[list[int]]:
@@ -175,7 +200,19 @@ def model_inputs(pairs: Sequence[JudgePair]) -> tuple[list[str], list[str]]:
     return [PREFIX[p.task] + p.first for p in pairs], [p.second for p in pairs]
 
 
-def fit(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progress: TrainProgress | None) -> dict:
+def device_of(model: Any) -> Any:
+    """The torch device a model's (first) parameters live on; CPU for one without any."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def fit(
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[JudgePair],
+    hp: dict,
+    progress: TrainProgress | None,
+    device: str = "cpu",
+) -> dict:
     """Train ``model`` in place on the labelled pairs; returns timing and loss stats.
 
     The word embeddings (half of MiniLM's parameters) stay frozen when ``hp['freeze_embeddings']``:
@@ -184,7 +221,9 @@ def fit(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progre
     random.seed(hp["seed"])
     torch.manual_seed(hp["seed"])
     firsts, seconds = model_inputs(pairs)
-    labels = torch.tensor([float(p.label) for p in pairs])
+    where = torch.device(device)
+    model.to(where)
+    labels = torch.tensor([float(p.label) for p in pairs], device=where)
     cap = hp["train_seq_length"] * CHARS_PER_TOKEN
     lengths = [len(f) + min(len(s), cap) for f, s in zip(firsts, seconds)]
     if hp["freeze_embeddings"]:
@@ -202,9 +241,17 @@ def fit(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progre
     loss_fn = torch.nn.BCEWithLogitsLoss()
     model.train()
     started, cpu_started, losses = time.perf_counter(), time.process_time(), []
+    token_weight = float(hp.get("token_loss", 0.0))
     for batch in (b for batches in epochs for b in batches):
-        enc = encode(tokenizer, [firsts[i] for i in batch], [seconds[i] for i in batch], hp["train_seq_length"])
-        loss = loss_fn(model(**enc), labels[batch])
+        enc = encode(tokenizer, [firsts[i] for i in batch], [seconds[i] for i in batch], hp["train_seq_length"], True)
+        target, known = token_targets(enc, [pairs[i] for i in batch])
+        enc, target, known = enc.to(where), target.to(where), known.to(where)
+        logit, token_logits, claim = model(**enc, tokens=True)
+        loss = loss_fn(logit, labels[batch])
+        known = known * claim
+        if token_weight and known.any():
+            token_loss = torch.nn.functional.binary_cross_entropy_with_logits(token_logits, target, reduction="none")
+            loss = loss + token_weight * (token_loss * known).sum() / known.sum()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
         optimizer.step()
@@ -220,10 +267,51 @@ def fit(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], hp: dict, progre
         "cpu_seconds_training": round(time.process_time() - cpu_started, 1),
         "steps": total,
         "torch_threads": torch.get_num_threads(),
+        "device": str(where),
         "train_pairs_per_second": round(len(pairs) * hp["epochs"] / seconds_training, 2) if seconds_training else 0.0,
         "loss_first": round(losses[0], 4),
         "loss_last_20": round(_recent_mean(losses), 4),
     }
+
+
+def token_targets(enc: Any, pairs: Sequence[JudgePair]) -> tuple[Any, Any]:
+    """(targets, known) per token of a batch (``encode(..., offsets=True)``, whose offsets this
+    pops): 1 where a span label marks the claim token unsupported, 0 where it is supported;
+    known only for claim tokens of support pairs whose token labels are known: a supported
+    claim (every token supported) or a pair with span labels (RAGTruth)."""
+    offsets = enc.pop("offset_mapping")
+    target = torch.zeros(offsets.shape[:2])
+    known = torch.zeros(offsets.shape[:2])
+    shift = len(PREFIX[SUPPORT])
+    for i, p in enumerate(pairs):
+        if p.task != SUPPORT or not (p.label == 1 or p.spans):
+            continue
+        sequence = enc.sequence_ids(i)
+        for t, (s, e) in enumerate(offsets[i].tolist()):
+            if sequence[t] != 0 or e <= shift:
+                continue
+            known[i, t] = 1.0
+            target[i, t] = float(any(s - shift < b and e - shift > a for a, b in p.spans))
+    return target, known
+
+
+def token_probabilities(
+    model: Any, tokenizer: Any, first: str, second: str, max_length: int
+) -> list[tuple[int, int, float]]:
+    """(start, end, P(unsupported)) per token of ``first`` (offsets into it, after the prefix)."""
+    enc = encode(tokenizer, [PREFIX[SUPPORT] + first], [second], max_length, True)
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    sequence = enc.sequence_ids(0)
+    with torch.inference_mode():
+        _, token_logits, claim = model(**enc.to(device_of(model)), tokens=True)
+    probs = torch.sigmoid(token_logits[0]).cpu().tolist()
+    shift = len(PREFIX[SUPPORT])
+    mask = claim[0].tolist()
+    return [
+        (s - shift, e - shift, float(p))
+        for (s, e), p, seq, m in zip(offsets, probs, sequence, mask)
+        if seq == 0 and m and e > shift
+    ]
 
 
 def logits(
@@ -233,9 +321,10 @@ def logits(
     cap = max_length * CHARS_PER_TOKEN
     order = sorted(range(len(firsts)), key=lambda i: len(firsts[i]) + min(len(seconds[i]), cap))
     out = np.zeros(len(firsts), dtype=np.float64)
+    where = device_of(model)
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
             enc = encode(tokenizer, [firsts[i] for i in batch], [seconds[i] for i in batch], max_length)
-            out[batch] = model(**enc).double().numpy()
+            out[batch] = model(**enc.to(where)).double().cpu().numpy()
     return out

@@ -16,23 +16,28 @@ Layout of a judge directory (staged beside it, then renamed into place, like
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import random
 import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..index.config import stable_hash
 from ..index.embedding import resolve_model_path, text_hash, weights_hash
 from .calibration import Platt, auroc, expected_calibration_error, fit_platt, reliability
+from .judge_data import best_threshold, evidence, public_pairs, source_split
 from .judge_pairs import (
     LEXICAL_FEATURES,
     PAIRS_VERSION,
@@ -42,7 +47,6 @@ from .judge_pairs import (
     JudgePairs,
     build_judge_pairs,
     lexical_features,
-    split_for_calibration,
 )
 from .judge_training import (
     PREFIX,
@@ -53,7 +57,9 @@ from .judge_training import (
     model_inputs,
     quantized,
     save_cross_encoder,
+    token_probabilities,
 )
+from .product_pairs import product_pairs
 
 JUDGE_JSON = "judge.json"
 MODEL_SUBDIR = "model"
@@ -69,20 +75,26 @@ class JudgeRecipe:
     """How a judge is trained. Defaults: the measured recipe (eval/train_judge.py, whose result
     file records the numbers): ~2.5 min on 2 idle cores from corpus parse to calibrated judge."""
 
-    max_pairs: int = 4000
+    max_pairs: int = 600  # corpus sentence pairs (``judge_pairs``), relevance included
+    product_rows: int = 400  # k8s train questions made into answer-shaped pairs (``product_pairs``)
+    public_data: bool = True  # the labelled answers of ../shared/judge-data (``judge_data``)
     epochs: int = 1
     batch_size: int = 16
-    train_seq_length: int = 160  # training pairs: claim + a passage window of ~window_chars
-    max_seq_length: int = 320  # scoring: a whole chunk (256 tokens at most) after the claim
+    train_pairs: int = 640  # a seeded sample of the TRAIN-source pairs is trained on (0: all)
+    train_seq_length: int = 160  # training pairs: claim + the evidence, cut to this many tokens
+    max_seq_length: int = 512  # scoring: the claim + its cited passages' union (``evidence_chars``)
+    evidence_chars: int = 1400  # a longer union keeps its sentences most like the claim
+    train_evidence_chars: int = 560  # the same, for training pairs (train_seq_length tokens)
     layers: int = 3  # of MiniLM's 6 encoder layers (half the time; see eval/results/support_judge.json)
     quantize: bool = True  # score with int8 Linear layers; calibrated on exactly that model
     lr: float = 2e-4  # encoder
     head_lr: float = 5e-2  # the 6-weight alignment head
     seed: int = 0
-    calibration_share: float = 0.2  # pages whose pairs fit the calibrators, never trained on
+    calibration_share: float = 0.2  # fallback only (a corpus too small for the source split)
     window_chars: int = 600  # support passages: the chunk around the sentence, at most this long
     relevance_share: float = 0.3
     contradict_share: float = 0.3  # changed claims shown with the original sentence kept
+    token_loss: float = 0.5  # weight of the per-token unsupported loss (span labels) beside the pair loss
     lexical_features: bool = True  # support's calibrator sees FEATURES beside the logit
     freeze_embeddings: bool = True
     pairs_version: str = PAIRS_VERSION
@@ -91,13 +103,16 @@ class JudgeRecipe:
         return asdict(self)
 
 
-def judge_key(recipe: JudgeRecipe, train_data_hash: str, chunks_hash: str, base_weights_hash: str) -> str:
+def judge_key(
+    recipe: JudgeRecipe, train_data_hash: str, chunks_hash: str, base_weights_hash: str, judge_data_hash: str = ""
+) -> str:
     """Directory name of the judge these inputs train: a hash of every input, by content."""
     return stable_hash(
         {
             "chunks_hash": chunks_hash,
             "base_weights_hash": base_weights_hash,
             "train_data_hash": train_data_hash,
+            "judge_data_hash": judge_data_hash,
             "recipe": recipe.to_dict(),
         },
         12,
@@ -109,9 +124,12 @@ def chunks_hash(chunks: Sequence[dict]) -> str:
     return stable_hash(sorted((c["chunk_id"], c["doc_id"], text_hash(c["text"])) for c in chunks), 16)
 
 
-def recipe_pairs(recipe: JudgeRecipe, chunks: Sequence[dict], train_rows: Sequence[dict]) -> JudgePairs:
-    """The training pairs a recipe asks for (``judge_pairs.build_judge_pairs`` with its settings)."""
-    return build_judge_pairs(
+def recipe_pairs(
+    recipe: JudgeRecipe, chunks: Sequence[dict], train_rows: Sequence[dict], judge_data: str | Path | None = None
+) -> JudgePairs:
+    """Every pair a recipe asks for, all splits: corpus sentences (``judge_pairs``), answer-shaped
+    product pairs (``product_pairs``) and the public labelled answers in ``judge_data``."""
+    pairs = build_judge_pairs(
         chunks,
         train_rows,
         max_pairs=recipe.max_pairs,
@@ -120,6 +138,18 @@ def recipe_pairs(recipe: JudgeRecipe, chunks: Sequence[dict], train_rows: Sequen
         relevance_share=recipe.relevance_share,
         contradict_share=recipe.contradict_share,
     )
+    made = (
+        product_pairs(chunks, train_rows, max_rows=recipe.product_rows, seed=recipe.seed) if recipe.product_rows else []
+    )
+    public = public_pairs(judge_data) if recipe.public_data else []
+    out = JudgePairs([*pairs, *made, *public])
+    out.composition = {
+        **pairs.composition,
+        **{f"product_{k}": n for k, n in getattr(made, "composition", {}).items()},
+        **{f"public_{k}": n for k, n in sorted(Counter(p.kind for p in public).items())},
+        "all_pairs": len(out),
+    }
+    return out
 
 
 def pairs_hash(pairs: Sequence[JudgePair]) -> str:
@@ -137,9 +167,12 @@ def train_support_judge(
     recipe: JudgeRecipe = JudgeRecipe(),
     progress: TrainProgress | None = None,
     extra: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> dict:
     """Train on the pairs of most pages, calibrate on the rest, write ``target_dir`` atomically.
 
+    Trains on ``device`` (a GPU when given); calibrates on CPU (the int8 model when the recipe
+    quantizes), so a judge scores the same wherever it was trained.
     ``extra`` is recorded in ``judge.json`` as is: pass ``{"key": judge_key(...)}`` (and the
     hashes it was made of); ``SupportJudge.identity`` starts with that key (else the folder name).
     """
@@ -148,15 +181,19 @@ def train_support_judge(
     if target.exists():
         raise FileExistsError(f"{target} exists: judges are content-addressed and never overwritten")
     base_path = resolve_model_path(str(base_model_path))
-    train, calibration, held = split_for_calibration(pairs, recipe.calibration_share, recipe.seed)
+    train, calibration, report = source_split(pairs, recipe.calibration_share, recipe.seed)
+    if recipe.train_pairs and len(train) > recipe.train_pairs:
+        train = random.Random(recipe.seed).sample(train, recipe.train_pairs)
+    train = [fitted(p, recipe.train_evidence_chars) for p in train]
     staging = target.parent / f".staging-{target.name}-{os.getpid()}-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
     try:
         tokenizer, model = load_cross_encoder(base_path, layers=recipe.layers)
-        stats = fit(model, tokenizer, train, recipe.to_dict(), progress)
+        stats = fit(model, tokenizer, train, recipe.to_dict(), progress, device)
         calibrating = time.perf_counter()
+        model.to(torch.device("cpu"))
         scorer = scoring_model(model, recipe.quantize)
-        calibrators, metrics = calibrate(scorer, tokenizer, calibration, recipe)
+        calibrators, metrics, thresholds = calibrate(scorer, tokenizer, calibration, recipe)
         save_cross_encoder(model, tokenizer, staging / MODEL_SUBDIR)
         record = {
             **(extra or {}),
@@ -166,8 +203,9 @@ def train_support_judge(
             "pairs_hash": pairs_hash(pairs),
             "train_pairs": len(train),
             "calibration_pairs": len(calibration),
-            "calibration_pages": len(held),  # 0: a small corpus, calibrated on held-out pairs
+            "report_pairs": len(report),  # 0: a small corpus, calibrated on held-out pairs
             "calibrators": {task: c.to_dict() for task, c in calibrators.items()},
+            "thresholds": thresholds,
             "calibration_metrics": metrics,
             "base_model_path": str(base_path),
             "base_weights_hash": weights_hash(base_path),
@@ -214,12 +252,20 @@ def calibrator_inputs(
     return np.hstack([np.asarray(raw, dtype=np.float64)[:, None], feats.reshape(len(raw), -1)[:, columns]]), names
 
 
+def fitted(pair: JudgePair, chars: int) -> JudgePair:
+    """A support pair with its passages' union cut to ``chars`` (``judge_data.evidence``)."""
+    if pair.task != SUPPORT or len(pair.second) <= chars:
+        return pair
+    return dataclasses.replace(pair, second=evidence(pair.first, pair.second.split("\n\n"), chars))
+
+
 def calibrate(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], recipe: JudgeRecipe):
-    """One Platt scaler per task on the calibration pages, and its metrics there (AUROC of the
-    raw logit and of the probability, ECE, reliability: in-sample for the few scaler weights)."""
-    calibrators, metrics = {}, {}
+    """One Platt scaler per task on the DEV sources, its metrics there (AUROC of the raw logit and
+    of the probability, ECE, reliability: in-sample for the few scaler weights) and the threshold
+    a probability must reach to count as supported / relevant (``best_threshold`` on DEV)."""
+    calibrators, metrics, thresholds = {}, {}, {}
     for task in (SUPPORT, RELEVANCE):
-        chosen = [p for p in pairs if p.task == task]
+        chosen = [fitted(p, recipe.evidence_chars) for p in pairs if p.task == task]
         if len({p.label for p in chosen}) < 2:
             raise ValueError(f"calibration pages hold no {task} pairs of both labels")
         firsts, seconds = model_inputs(chosen)
@@ -227,8 +273,10 @@ def calibrate(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], recipe: Ju
         labels = [p.label for p in chosen]
         x, names = calibrator_inputs(task, raw, [p.first for p in chosen], seconds, recipe.lexical_features)
         calibrators[task] = fit_platt(x, labels, names)
-        metrics[task] = score_report(raw, calibrators[task].apply(x), labels)
-    return calibrators, metrics
+        probs = calibrators[task].apply(x)
+        thresholds[task] = best_threshold(probs, labels, [p.kind for p in chosen])
+        metrics[task] = {**score_report(raw, probs, labels), "threshold": thresholds[task]}
+    return calibrators, metrics, thresholds
 
 
 def score_report(raw: Sequence[float] | np.ndarray, probs: Sequence[float] | np.ndarray, labels: Sequence[int]) -> dict:
@@ -250,12 +298,18 @@ def _round(value: float | None) -> float | None:
 class SupportJudge:
     """A trained judge, loaded for scoring: calibrated probabilities, batched, CPU, thread-safe."""
 
-    def __init__(self, directory: Path, record: dict, tokenizer: Any, model: Any) -> None:
+    def __init__(self, directory: Path, record: dict, tokenizer: Any, model: Any, device: str = "cpu") -> None:
         self.directory = directory
         self.record = record
         self.tokenizer = tokenizer
-        self.model = scoring_model(model, bool(record.get("quantized")))
+        where = torch.device(device)
+        # int8 Linear layers run on CPU only: on a GPU the judge scores in fp32 (and says so)
+        self.model = scoring_model(model, bool(record.get("quantized")) and where.type == "cpu").to(where)
         self.max_seq_length = int(record["recipe"]["max_seq_length"])
+        self.evidence_chars = int(record["recipe"].get("evidence_chars", 0))
+        # what a probability must reach to count: fitted on DEV sources (0.5 for older judges)
+        self.thresholds = {SUPPORT: 0.5, RELEVANCE: 0.5, **record.get("thresholds", {})}
+        self.threshold = float(self.thresholds[SUPPORT])
         self.calibrators = {task: Platt.from_dict(raw) for task, raw in record["calibrators"].items()}
         key = record.get("key") or directory.name
         # Cache keys of judgements; an fp32 fallback for an int8-calibrated judge scores a little
@@ -265,15 +319,36 @@ class SupportJudge:
         self._lock = threading.Lock()  # one fast tokenizer must not be used by two threads at once
 
     @classmethod
-    def load(cls, target_dir: str | Path) -> SupportJudge:
+    def load(cls, target_dir: str | Path, device: str = "cpu") -> SupportJudge:
         directory = Path(target_dir)
         record = json.loads((directory / JUDGE_JSON).read_text())
         tokenizer, model = load_cross_encoder(directory / MODEL_SUBDIR)
-        return cls(directory, record, tokenizer, model)
+        return cls(directory, record, tokenizer, model, device)
 
     def support(self, claims: Sequence[str], passages: Sequence[str]) -> list[float]:
         """P(claim is supported by passage) for each aligned pair."""
         return self._probabilities(SUPPORT, claims, passages)
+
+    def unsupported_spans(self, claim: str, passage: str, at: float = 0.5) -> list[dict]:
+        """Where ``claim`` is not supported by ``passage``: its words whose tokens the token head
+        gives P(unsupported) >= ``at``, merged into spans ``{"start", "end", "text", "p"}``."""
+        claim = " ".join(claim.split())
+        if not claim:
+            return []
+        if self.evidence_chars:
+            passage = evidence(claim, passage.split("\n\n"), self.evidence_chars)
+        with self._lock:
+            tokens = token_probabilities(self.model, self.tokenizer, claim, passage, self.max_seq_length)
+        spans: list[dict] = []
+        for s, e, p in tokens:
+            if p < at:
+                continue
+            s, e = _word(claim, s, e)
+            if spans and s <= spans[-1]["end"] + 1:
+                spans[-1]["end"], spans[-1]["p"] = max(e, spans[-1]["end"]), max(p, spans[-1]["p"])
+            else:
+                spans.append({"start": s, "end": e, "p": p})
+        return [{**sp, "text": claim[sp["start"] : sp["end"]], "p": round(sp["p"], 4)} for sp in spans]
 
     def relevance(self, questions: Sequence[str], sentences: Sequence[str]) -> list[float]:
         """P(context sentence is relevant to the question) for each aligned pair."""
@@ -285,7 +360,18 @@ class SupportJudge:
         if not firsts:
             return []
         firsts = [" ".join(f.split()) for f in firsts]
+        if task == SUPPORT and self.evidence_chars:
+            seconds = [evidence(f, s.split("\n\n"), self.evidence_chars) for f, s in zip(firsts, seconds)]
         with self._lock:
             raw = logits(self.model, self.tokenizer, [PREFIX[task] + f for f in firsts], seconds, self.max_seq_length)
         x, _ = calibrator_inputs(task, raw, firsts, seconds, self.calibrators[task].inputs[1:])
         return [float(p) for p in self.calibrators[task].apply(x)]
+
+
+def _word(text: str, start: int, end: int) -> tuple[int, int]:
+    """A token's span widened to the whole word around it."""
+    while start > 0 and text[start - 1].isalnum():
+        start -= 1
+    while end < len(text) and text[end].isalnum():
+        end += 1
+    return start, end

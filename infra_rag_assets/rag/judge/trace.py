@@ -25,6 +25,8 @@ from ..answer.records import Citation
 from ..index.analysis import prose_terms
 from .sentences import AnswerSentence, ContextSentence, overlaps
 
+# Defaults only: a trained judge carries its own thresholds, fitted on DEV sources
+# (``SupportJudge.thresholds``), and callers pass them (``thresholds_of``).
 RELEVANT_AT = 0.5  # a calibrated relevance probability at or above this labels a sentence relevant
 SUPPORTED_AT = 0.5  # likewise for support; an answer is adherent when every sentence is
 SILVER_MIN_SHARED = 2  # silver label: at least this many reference terms in the sentence ...
@@ -47,13 +49,20 @@ class Trace:
     utilization: float | None
     completeness: float | None
     adherence: float | None  # probability that every answer sentence is supported
-    adherent: bool | None  # every sentence at or above SUPPORTED_AT
+    adherent: bool | None  # every sentence at or above supported_at
     sentences: list[SentenceVerdict] = field(default_factory=list)
     relevant: list[int] = field(default_factory=list)  # indexes into the context sentences
     utilized: list[int] = field(default_factory=list)
+    supported_at: float = SUPPORTED_AT
 
     def unsupported(self) -> list[str]:
-        return [s.text for s in self.sentences if s.supported < SUPPORTED_AT]
+        return [s.text for s in self.sentences if s.supported < self.supported_at]
+
+
+def thresholds_of(judge) -> tuple[float, float]:
+    """(supported_at, relevant_at) of a judge: its DEV-fitted thresholds, else the defaults."""
+    own = getattr(judge, "thresholds", None) or {}
+    return float(own.get("support", SUPPORTED_AT)), float(own.get("relevance", RELEVANT_AT))
 
 
 def utilized_sentences(context: Sequence[ContextSentence], citations: Sequence[Citation]) -> list[int]:
@@ -65,9 +74,9 @@ def utilized_sentences(context: Sequence[ContextSentence], citations: Sequence[C
     ]
 
 
-def judged_relevant(relevance: Sequence[float]) -> list[int]:
+def judged_relevant(relevance: Sequence[float], at: float = RELEVANT_AT) -> list[int]:
     """Context sentences the judge labels relevant."""
-    return [i for i, p in enumerate(relevance) if p >= RELEVANT_AT]
+    return [i for i, p in enumerate(relevance) if p >= at]
 
 
 def silver_relevant(context: Sequence[ContextSentence], reference_answer: str) -> list[int]:
@@ -88,6 +97,7 @@ def trace_scores(
     utilized: Sequence[int],
     answer: Sequence[AnswerSentence],
     support: Sequence[float] | None,
+    supported_at: float = SUPPORTED_AT,
 ) -> Trace:
     """TRACe of one answer; ``support`` holds one probability per content-bearing sentence
     that cites something (None: no judge, adherence unmeasured)."""
@@ -100,10 +110,11 @@ def trace_scores(
         utilization=len(used) / n if n else None,
         completeness=len(rel & used) / len(rel) if rel else None,
         adherence=None if verdicts is None or not probs else math.prod(probs),
-        adherent=None if verdicts is None or not probs else all(p >= SUPPORTED_AT for p in probs),
+        adherent=None if verdicts is None or not probs else all(p >= supported_at for p in probs),
         sentences=verdicts or [],
         relevant=sorted(rel),
         utilized=sorted(used),
+        supported_at=supported_at,
     )
 
 

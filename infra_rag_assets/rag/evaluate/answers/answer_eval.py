@@ -22,10 +22,10 @@ from ...answer.generate import generator_identity
 from ...answer.records import Answer
 from ...index.config import stable_hash
 from ...judge.sentences import AnswerSentence, ContextSentence, answer_sentences, context_sentences
-from ...judge.trace import Trace, judged_relevant, judged_sentences, trace_scores, utilized_sentences
+from ...judge.trace import Trace, judged_relevant, judged_sentences, thresholds_of, trace_scores, utilized_sentences
 from ...operate.home import ContentCache
 from ..benchmarks import BenchRecord
-from .answer_faults import damage
+from .answer_faults import REFERENCE, damage, reference_answer
 from .answer_metrics import ChunkRecord
 from .answer_rows import answer_row
 
@@ -138,6 +138,8 @@ def _answered(
         if reply.outcome != "error":  # an error is retried next run, not remembered
             cache.put(key, lambda path: path.write_text(json.dumps(reply.to_dict())))
     reply = damage(reply, fault)
+    if fault == REFERENCE:
+        reply = reference_answer(reply, record.reference_answer, record.relevant, hits)
     timings = {**result.timings_ms, "generation": reply.latency_ms}
     context = context_sentences(hits)
     sentences = answer_sentences(reply.text) if reply.outcome == "answered" else []
@@ -174,10 +176,13 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
         questions += [(p.record.question, c.text) for c in p.context]
     support = judge.support([c for c, _ in claims], [e for _, e in claims]) if claims else []
     relevance = judge.relevance([q for q, _ in questions], [s for _, s in questions]) if questions else []
+    supported_at, relevant_at = thresholds_of(judge)
     for p, key, first, count, q_first in todo:
         scores = {
             "support": [float(x) for x in support[first : first + count]],
             "relevance": [float(x) for x in relevance[q_first : q_first + len(p.context)]],
+            "supported_at": supported_at,  # the judge's DEV-fitted thresholds (its identity keys the cache)
+            "relevant_at": relevant_at,
         }
         p.scores = scores
         cache.put(key, _writer(json.dumps(scores)))
@@ -212,4 +217,7 @@ def judge_answer(
     support = judge.support([s.text for s in judged], [_evidence(s, passages) for s in judged]) if judged else []
     relevance = judge.relevance([question] * len(context), [c.text for c in context]) if context else []
     utilized = utilized_sentences(context, answer.citations)
-    return context, trace_scores(context, judged_relevant(relevance), utilized, sentences, support)
+    supported_at, relevant_at = thresholds_of(judge)
+    return context, trace_scores(
+        context, judged_relevant(relevance, relevant_at), utilized, sentences, support, supported_at
+    )

@@ -4,6 +4,11 @@ a broken answerer, and the critical answer gates must refuse its release (tested
 * ``unsupported-sentence``: a fluent sentence the passages do not say, cited as passage 1,
   appended to every answer (citations alone cannot catch it; the judge must).
 * ``no-citations``: the same answer with its ``[n]`` markers and citations dropped.
+
+And the opposite drill, ``reference-answers``: every question the benchmark has a reference
+answer for is answered with that human-written (often reworded) answer, citing the first
+packed passage of its page (``reference_answer``); a judge that only recognises quotes fails
+it. Questions whose page is not in the context keep the serving answer.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ...answer.records import Answer
+from ...answer.records import Answer, Citation
 
-FAULTS = ("", "unsupported-sentence", "no-citations")
+REFERENCE = "reference-answers"
+FAULTS = ("", "unsupported-sentence", "no-citations", REFERENCE)
 UNSUPPORTED = (
     "This behaviour was removed in release 1.12 and is now handled by the cluster-wide "
     "fabricator controller, which retries every failed step 17 times. [1]"
@@ -25,8 +31,21 @@ def damage(answer: Answer, fault: str) -> Answer:
     """``answer`` with ``fault`` applied (unchanged for '' and for answers that abstained)."""
     if fault not in FAULTS:
         raise ValueError(f"unknown answer fault {fault!r}; one of {', '.join(repr(f) for f in FAULTS)}")
-    if not fault or answer.outcome != "answered":
+    if not fault or fault == REFERENCE or answer.outcome != "answered":
         return answer
     if fault == "no-citations":
         return dataclasses.replace(answer, text=_MARKER.sub("", answer.text), citations=[])
     return dataclasses.replace(answer, text=f"{answer.text} {UNSUPPORTED}")
+
+
+def reference_answer(answer: Answer, reference: str, relevant, hits) -> Answer:
+    """``answer`` replaced by ``reference`` citing (as a whole) the first of ``hits`` from a
+    ``relevant`` page; unchanged when there is no reference or no such hit."""
+    number = next((n for n, h in enumerate(hits, 1) if h.doc_id in set(relevant)), 0)
+    if not reference.strip() or not number:
+        return answer
+    hit = hits[number - 1]
+    cited = Citation(number, hit.chunk_id, hit.doc_id, hit.url, hit.text, 0, len(hit.text), hit.start_char,
+                     hit.start_char + len(hit.text))  # fmt: skip
+    text = f"{' '.join(reference.split())} [{number}]"
+    return dataclasses.replace(answer, text=text, citations=[cited], outcome="answered", error="")

@@ -15,7 +15,15 @@ from ...answer.pricing import cost_usd
 from ...answer.records import Answer
 from ...common import percentile
 from ...judge.sentences import AnswerSentence, ContextSentence
-from ...judge.trace import cohen_kappa, judged_relevant, silver_relevant, trace_scores, utilized_sentences
+from ...judge.trace import (
+    RELEVANT_AT,
+    SUPPORTED_AT,
+    cohen_kappa,
+    judged_relevant,
+    silver_relevant,
+    trace_scores,
+    utilized_sentences,
+)
 from ..benchmarks import BenchRecord
 from ..evaluation import project_of
 from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision
@@ -61,10 +69,15 @@ def answer_row(
     """Everything the scorecard, the worst-answers table and the lineage need of one answer."""
     answered = answer.outcome == "answered"
     utilized = utilized_sentences(context, answer.citations)
+    at = scores.get("supported_at", SUPPORTED_AT) if scores else SUPPORTED_AT
     # relevance None: a whole-answer judge without the trained judge to label context sentences
-    relevant = None if scores is None or scores["relevance"] is None else judged_relevant(scores["relevance"])
+    relevant = (
+        None
+        if scores is None or scores["relevance"] is None
+        else judged_relevant(scores["relevance"], scores.get("relevant_at", RELEVANT_AT))
+    )
     silver = silver_relevant(context, record.reference_answer) if record.reference_answer else None
-    trace = trace_scores(context, relevant or [], utilized, sentences, scores["support"] if scores else None)
+    trace = trace_scores(context, relevant or [], utilized, sentences, scores["support"] if scores else None, at)
     silver_trace = trace_scores(context, silver, utilized, sentences, None) if silver is not None else None
     valid, problems = citations_valid(answer.citations, chunks, docs) if answered else (None, [])
     correctness = token_f1_recall(answer.text, record.reference_answer) if answered else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ...judge.sentences import answer_sentences
-from ...judge.trace import judged_sentences, trace_scores
+from ...judge.trace import judged_sentences, thresholds_of, trace_scores
 
 JUDGED_COLUMNS = {
     "trace_id": pl.String,
@@ -65,7 +65,7 @@ def _judged(traces: pl.DataFrame, judge, texts: Mapping[str, str]) -> list[dict]
     for t, sentences, judged, _ in plans:
         scores = support[at : at + len(judged)]
         at += len(judged)
-        trace = trace_scores([], [], [], sentences, scores)
+        trace = trace_scores([], [], [], sentences, scores, thresholds_of(judge)[0])
         rows.append(
             {
                 "trace_id": t["trace_id"],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ...index.config import stable_hash
 from ...judge.batch import Item
+from ...judge.trace import SUPPORTED_AT, thresholds_of
 from ...operate.home import ContentCache
 from .answer_eval import scores_from_cache
 
@@ -25,6 +26,7 @@ from .answer_eval import scores_from_cache
 def judge_whole_answers(pending: Sequence, judge, cache: ContentCache, run) -> None:
     """Fill ``p.scores`` of every pending answer; count cache hits, errors and cost on ``run``."""
     helper = getattr(judge, "relevance_judge", None)
+    relevant_at = thresholds_of(helper)[1]  # the trained judge's DEV-fitted relevance threshold
     for p in pending:
         key = stable_hash(
             {
@@ -50,8 +52,15 @@ def judge_whole_answers(pending: Sequence, judge, cache: ContentCache, run) -> N
         if helper is not None:
             texts = [c.text for c in p.context]
             relevance = [float(x) for x in helper.relevance([p.record.question] * len(texts), texts)] if texts else []
-        p.scores = {"support": support, "relevance": relevance, "axes": result["axes"],
-                    "unsupported_spans": result["unsupported_spans"], "cost_usd": result["cost_usd"]}  # fmt: skip
+        p.scores = {
+            "support": support,
+            "relevance": relevance,
+            "supported_at": SUPPORTED_AT,
+            "relevant_at": relevant_at,
+            "axes": result["axes"],
+            "unsupported_spans": result["unsupported_spans"],
+            "cost_usd": result["cost_usd"],
+        }
         cache.put(key, partial(Path.write_text, data=json.dumps(p.scores)))
 
 
