@@ -87,8 +87,8 @@ def test_a_well_formed_reply_maps_to_axes_sentences_spans_and_cost():
     assert result["adherence"] == pytest.approx(0.97 * 0.04, abs=1e-4) and result["adherent"] is False
     assert result["supported_at"] == 0.5 and "unsupported_spans" not in result["sentences"][0]
     second = result["sentences"][1]  # as the trained judge: an unsupported sentence points at its words
-    assert second["unsupported_spans"] == [{"start": 10, "end": 33, "text": "removed in release 1.12"}]
-    assert second["text"][10:33] == "removed in release 1.12"
+    assert second["unsupported_spans"] == [{"start": 7, "end": 30, "text": "removed in release 1.12"}]
+    assert second["text"][7:30] == "removed in release 1.12"
     span = result["unsupported_spans"][0]
     assert span["text"] == "removed in release 1.12" and ANSWER[span["start"] : span["end"]] == span["text"]
     assert result["usage"] == {"input_tokens": 2000, "output_tokens": 120}
