@@ -35,6 +35,8 @@ VARIABLES = {
     "GATES": "gates.yaml the eval run judges (default the packaged data/gates.yaml)",
     "CANARY": "canary.yaml of the hourly canary (default the packaged data/canary.yaml)",
     "CLAUDE_MODEL": "Claude model id of the generative answerer (default in rag/answer/generate.py)",
+    "JUDGE_BACKEND": "who judges answers: trained (the version's support judge, default) or claude (needs a key)",
+    "JUDGE_MODEL": "Claude model id of the claude judge backend (default: INFRA_RAG_CLAUDE_MODEL's)",
     "MEMORY_SCAN_MAX_ROWS": "rows a vector searcher may scan in process (0 = LanceDB always)",
     "MAX_INFLIGHT": "service: queries per worker at once before 503 (set by `infra-rag serve`)",
     "RELEASE_POLL_S": "service: seconds between checks of the release pointer (set by `infra-rag serve`)",
@@ -133,6 +135,23 @@ def canary_file() -> Path:
 def claude_model() -> str:
     """The configured Claude model id, '' for the answerer's default."""
     return _read("CLAUDE_MODEL")
+
+
+JUDGE_BACKENDS = ("trained", "claude")
+
+
+def judge_backend(given: str | None = None) -> str:
+    """Who judges answers: ``given`` (a CLI option, an eval plan), else INFRA_RAG_JUDGE_BACKEND,
+    else ``trained``; an unknown name is a one-line error naming the setting."""
+    value = (given or _read("JUDGE_BACKEND") or "trained").strip().lower()
+    if value not in JUDGE_BACKENDS:
+        raise ValueError(f"{PREFIX}JUDGE_BACKEND / --backend must be one of {', '.join(JUDGE_BACKENDS)}, got {value!r}")
+    return value
+
+
+def judge_model() -> str:
+    """The Claude judge's model id, '' for the answerer's model (INFRA_RAG_CLAUDE_MODEL or its default)."""
+    return _read("JUDGE_MODEL") or claude_model()
 
 
 def memory_scan_max_rows(default: int) -> int:

@@ -26,6 +26,7 @@ READER_ARGS = {
     "answer": ["--offline", "What is a Pod?"],
     "traces": [],
     "judge": ["--batch", "-"],
+    "judge-labels": [],
     "release": ["--index-version", "v1"],
     "rollback": [],
     "lineage": ["v1"],

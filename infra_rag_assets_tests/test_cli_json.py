@@ -45,6 +45,7 @@ def test_every_json_output_parses(run, judged_index, tmp_path):
         "answer": ["--offline", "What does maxSurge control?"],
         "traces": [],
         "judge": ["--batch", str(tmp_path / "judge.jsonl")],
+        "judge-labels": ["--backend", "claude"],  # no key here: {"status": "not run: ..."}
         "lineage": [version],
         "snapshot": ["--index-version", version],
         "health": [],  # no release in the fixture home: exit 1, still a JSON report

@@ -83,15 +83,20 @@ def needs_home(fn):
 
     @functools.wraps(fn)
     def wrapper(obj, *args, **kwargs):
-        root = obj["store"].data_home().root
-        if not root.is_dir():
-            raise CommandFailed(
-                f"no data home at {root}: nothing is built there (`infra-rag build` creates one; "
-                "check --home or INFRA_RAG_HOME)"
-            )
+        require_home(obj)
         return fn(obj, *args, **kwargs)
 
     return wrapper
+
+
+def require_home(obj: dict) -> None:
+    """:func:`needs_home` for a command that needs the home on one path only."""
+    root = obj["store"].data_home().root
+    if not root.is_dir():
+        raise CommandFailed(
+            f"no data home at {root}: nothing is built there (`infra-rag build` creates one; "
+            "check --home or INFRA_RAG_HOME)"
+        )
 
 
 def json_option(help: str = "JSON output"):

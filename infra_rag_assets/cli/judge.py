@@ -9,6 +9,7 @@ import time
 
 import click
 
+from ..settings import JUDGE_BACKENDS
 from .common import (
     CommandFailed,
     UserError,
@@ -16,9 +17,9 @@ from .common import (
     friendly_errors,
     index_version_option,
     json_option,
-    needs_home,
     out,
     print_rows,
+    require_home,
 )
 
 
@@ -36,21 +37,34 @@ def version_judge(obj: dict, version: str | None):
     return judge, version
 
 
+def backend_option(fn):
+    """``--backend trained|claude`` (default INFRA_RAG_JUDGE_BACKEND, else trained)."""
+    return click.option(
+        "--backend",
+        type=click.Choice(JUDGE_BACKENDS),
+        default=None,
+        help="trained: the version's support judge; claude: Claude grades each answer (needs ANTHROPIC_API_KEY); "
+        "default INFRA_RAG_JUDGE_BACKEND, else trained",
+    )(fn)
+
+
 @click.command()
 @click.option(
     "--batch", "batch", required=True, help='JSONL of {"id","question","passages":[{"id","text"}],"answer"} (- = stdin)'
 )
 @index_version_option(help="whose support judge (default: current release, else latest)")
+@backend_option
 @json_option("one JSON object per line and id")
 @click.option("--output", "-o", default="-", help="output file (default stdout)")
 @click.pass_obj
 @friendly_errors
-@needs_home
-def judge(obj, batch, version, as_json, output) -> None:
+def judge(obj, batch, version, backend, as_json, output) -> None:
     """Score answers sentence by sentence: adherence (probability every sentence is supported),
-    relevance, utilization and completeness of the passages, per id."""
+    relevance, utilization and completeness of the passages, per id (claude: the five label
+    axes, unsupported spans, tokens and cost instead of the three context scores)."""
     from ..rag.judge.batch import JudgeInputError, judge_items, read_items
 
+    backend = chosen_backend(backend)
     try:
         if batch == "-":
             items = read_items(sys.stdin, "<stdin>")
@@ -61,10 +75,20 @@ def judge(obj, batch, version, as_json, output) -> None:
         raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"cannot read {batch}: {exc.strerror}") from None
-    model, version = version_judge(obj, version)
     started = time.perf_counter()
-    results = judge_items(model, items)
-    console.print(f"[dim]{len(results)} answers judged in {time.perf_counter() - started:.1f}s · judge of {version}[/]")
+    if backend == "claude":
+        from ..rag.judge.claude_judge import ClaudeJudge
+
+        claude = ClaudeJudge()
+        results, whose = claude.judge_items(items), claude.identity
+    else:
+        require_home(obj)
+        model, version = version_judge(obj, version)
+        results, whose = (
+            [{**r, "backend": backend, "judge": model.identity} for r in judge_items(model, items)],
+            f"judge of {version}",
+        )
+    console.print(f"[dim]{len(results)} answers judged in {time.perf_counter() - started:.1f}s · {whose}[/]")
     if as_json or output != "-":
         lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
         if output == "-":
@@ -72,6 +96,22 @@ def judge(obj, batch, version, as_json, output) -> None:
         else:
             with open(output, "w", encoding="utf-8") as handle:
                 handle.write(lines)
+        return
+    if backend == "claude":
+        axes = ("grounded", "fabricated", "citations")
+        print_rows(
+            ["id", "adherence", *axes, "cost $", "least supported sentence"],
+            [
+                [
+                    r["id"],
+                    _fmt(r["adherence"]),
+                    *(str(r["axes"][a]) for a in axes),
+                    f"{r['cost_usd'] or 0:.4f}",
+                    _weakest(r),
+                ]
+                for r in results
+            ],  # fmt: skip
+        )
         return
     print_rows(
         ["id", "adherence", "relevance", "utilization", "completeness", "least supported sentence"],
@@ -82,11 +122,27 @@ def judge(obj, batch, version, as_json, output) -> None:
     )
 
 
+def chosen_backend(given: str | None) -> str:
+    """The backend from ``--backend`` or INFRA_RAG_JUDGE_BACKEND; claude without a key is a
+    one-line error before any work."""
+    from ..rag.judge.claude_judge import ClaudeJudgeUnavailable
+    from ..rag.judge.judge_backends import chosen_backend as checked
+
+    try:
+        return checked(given)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except ClaudeJudgeUnavailable as exc:
+        raise CommandFailed(str(exc)) from None
+
+
 def _fmt(value) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
 def _weakest(result: dict) -> str:
+    if result.get("error"):
+        return f"error: {result['error'][:70]}"
     if not result["sentences"]:
         return result.get("note", "")
     worst = min(result["sentences"], key=lambda s: s["supported"])

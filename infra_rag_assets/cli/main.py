@@ -13,7 +13,7 @@ import warnings
 
 import click
 
-from . import health, judge, ops, query, sources
+from . import health, judge, judge_labels, ops, query, sources
 from .common import (
     CommandFailed,
     UserError,
@@ -293,6 +293,6 @@ def versions(obj: dict, as_json: bool) -> None:
     print_rows(columns, rows)
 
 
-for _module in (query, judge, ops, health, sources):
+for _module in (query, judge, judge_labels, ops, health, sources):
     for _command in _module.COMMANDS:
         main.add_command(_command)

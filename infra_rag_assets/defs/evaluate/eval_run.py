@@ -36,7 +36,7 @@ from ...rag.evaluate.eval_tables import (
     slice_table,
 )
 from ...rag.evaluate.evaluation import REGIMES, scorecard
-from ...rag.judge.version_judge import load_version_judge
+from ...rag.judge.judge_backends import chosen_backend, load_judge
 from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
@@ -64,6 +64,9 @@ class EvalRunConfig(dg.Config):
     # Gate fire drill: "unsupported-sentence" or "no-citations" damages every answer, and the
     # critical answer gates must then refuse the release.
     answer_fault: str = ""
+    # Who judges the answers: "trained" (the version's support judge) or "claude" (needs
+    # ANTHROPIC_API_KEY; docs/answers.md "Claude judge"); empty: INFRA_RAG_JUDGE_BACKEND, else trained.
+    judge_backend: str = ""
 
     def plan(self) -> EvalPlan:
         """The same settings as the library's plain plan, which knows nothing of Dagster."""
@@ -97,6 +100,10 @@ def eval_run(
             f"index version {version} has no {' or '.join(missing)} yet: build it first "
             f"(`infra-rag build --index-version {version} --through indexes`)"
         )
+    try:  # a claude judge without a key fails here, before any scoring
+        backend = chosen_backend(config.judge_backend or None)
+    except (ValueError, RuntimeError) as exc:
+        raise dg.Failure(str(exc)) from None
     warehouse, engine, plan = home.warehouse(), QueryEngine(home, version), config.plan()
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
@@ -117,7 +124,7 @@ def eval_run(
             log=context.log.info,
             progress_for=lambda name: log_progress(context, f"{name}: question-regime pairs", 500),
         )
-        judge, judge_note = load_version_judge(home, version)
+        judge, judge_note = load_judge(home, version, backend)
         answers = answer_or_reuse(
             engine,
             home,
@@ -146,6 +153,7 @@ def eval_run(
             "retrieval_configs": dg.MetadataValue.json(regime_hashes(results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
+            "judge_backend": backend,
             # The floor the serving regime (and so the abstention gates) was judged at.
             "abstention_floor": str(engine.resolve(config.serving_config).floor),
             "abstention_floor_calibrated": engine.calibration is not None,

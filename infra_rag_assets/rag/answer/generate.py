@@ -52,7 +52,7 @@ def answer_with_claude(
     try:
         response = (client or _default_client()).messages.create(**request)
     except anthropic.AnthropicError as exc:
-        return _error_answer(base, _one_line_error(exc), started)
+        return _error_answer(base, one_line_error(exc), started)
     except TypeError as exc:  # the SDK signals "no credentials" with a bare TypeError
         return _no_credentials(base, exc, started)
     return _from_response(response, passages, sent, base, elapsed_ms(started))
@@ -79,7 +79,7 @@ def stream_with_claude(
             yield from stream.text_stream
             response = stream.get_final_message()
     except anthropic.AnthropicError as exc:
-        yield _error_answer(base, _one_line_error(exc), started)
+        yield _error_answer(base, one_line_error(exc), started)
         return
     except TypeError as exc:
         yield _no_credentials(base, exc, started)
@@ -204,7 +204,7 @@ def _locate(text: str, start: int, end: int, cited: str) -> tuple[int, int, Matc
     return start, max(start, min(end, len(text))), "mismatch"
 
 
-def _one_line_error(exc: anthropic.AnthropicError) -> str:
+def one_line_error(exc: anthropic.AnthropicError) -> str:
     if isinstance(exc, anthropic.APIStatusError):
         detail = getattr(exc, "api_message", None) or exc.message
         msg = f"{type(exc).__name__}: HTTP {exc.status_code}: {detail}"

@@ -38,6 +38,7 @@ class EvalPlan:
     # retrieval benchmarks plus the safety set; empty: no answers.
     answer_benchmarks: Sequence[str] | None = None
     answer_fault: str = ""  # a gate fire drill: answer_faults.FAULTS
+    judge_backend: str = ""  # "trained" or "claude"; empty: INFRA_RAG_JUDGE_BACKEND (settings.judge_backend)
 
     def all_regimes(self) -> list:
         """The named regimes, then each experiment's own config (labelled with its name)."""

@@ -163,12 +163,13 @@ CHECKS = (
 )
 
 
-def calibration_report(items: Sequence[Labelled], scored: Sequence[dict]) -> dict:
+def calibration_report(items: Sequence[Labelled], scored: Sequence[dict], checks: Sequence[tuple] = CHECKS) -> dict:
     """AUROC, threshold (tuning half) and agreement, κ, precision and recall (report half) of
-    every signal against its label, and every disagreement on the report half."""
+    every signal against its label, and every disagreement on the report half. ``checks``:
+    (signal, label, value the signal's high side predicts); the Claude judge passes its own."""
     by_id = {i.id: i for i in items}
     report: dict = {"answers": len(items), "tuning_answers": sum(s["tuning"] for s in scored), "checks": {}}
-    for signal, label, high_means in CHECKS:
+    for signal, label, high_means in checks:
         rows = [(s[signal], by_id[s["id"]].labels[label] == high_means, s) for s in scored
                 if s[signal] is not None and by_id[s["id"]].labels[label] is not None]  # fmt: skip
         tune = [(v, y) for v, y, s in rows if s["tuning"]]

@@ -48,6 +48,8 @@ class AnswerRun:
     generation_hits: int = 0
     judging_hits: int = 0
     judge_seconds: float = 0.0
+    judge_errors: int = 0  # answers a whole-answer judge (claude) failed on: adherence unmeasured
+    judge_cost_usd: float = 0.0  # what a whole-answer judge's calls cost (the trained judge: 0)
 
 
 @dataclass
@@ -59,7 +61,7 @@ class _Pending:
     passages: list  # the packed hits, [n] = passages[n - 1]
     timings: dict
     cache_key: str
-    scores: dict | None = None  # {"support": [...], "relevance": [...]}
+    scores: dict | None = None  # {"support": [...], "relevance": [...] or None (unmeasured)}
 
 
 def answer_benchmark(
@@ -145,7 +147,13 @@ def _answered(
 
 
 def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: AnswerRun) -> None:
-    """Every uncached answer's support and relevance pairs scored in two batched calls."""
+    """Every uncached answer's support and relevance pairs scored in two batched calls (a judge
+    of whole answers, the claude backend: one call per answer, whole_answer_judging.py)."""
+    if getattr(judge, "judges_answers", False):
+        from .whole_answer_judging import judge_whole_answers
+
+        judge_whole_answers(pending, judge, cache, run)
+        return
     claims: list[tuple[str, str]] = []
     questions: list[tuple[str, str]] = []
     todo = []
@@ -161,10 +169,7 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
             },
             32,
         )
-        stored = cache.get(key)
-        if stored is not None:
-            p.scores = json.loads(stored.read_text())
-            run.judging_hits += 1
+        if scores_from_cache(p, cache, key, run):
             continue
         todo.append((p, key, len(claims), len(judged), len(questions)))
         claims += [(s.text, e) for s, e in zip(judged, evidence, strict=True)]
@@ -181,6 +186,16 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
         }
         p.scores = scores
         cache.put(key, _writer(json.dumps(scores)))
+
+
+def scores_from_cache(p: _Pending, cache: ContentCache, key: str, run: AnswerRun) -> bool:
+    """Whether ``p``'s judgement was cached under ``key`` (then set on ``p`` and counted)."""
+    stored = cache.get(key)
+    if stored is None:
+        return False
+    p.scores = json.loads(stored.read_text())
+    run.judging_hits += 1
+    return True
 
 
 def _writer(text: str) -> Callable[[Path], object]:

@@ -107,8 +107,13 @@ def answer_or_reuse(
         log(
             f"{bench.name}: {run.generation_hits} answers and {run.judging_hits} judgements from cache, "
             f"judge {run.judge_seconds:.1f}s"
+            + (
+                f", judge calls ${run.judge_cost_usd:.4f}, {run.judge_errors} failed"
+                if run.judge_cost_usd or run.judge_errors
+                else ""
+            )
         )
-        if addressed:
+        if addressed and not run.judge_errors:  # answers the judge failed on are asked again next run
             save_run(cache_root, key, run, version)
         outcome.runs.append(run)
         outcome.measured_in[bench.name] = ASKED

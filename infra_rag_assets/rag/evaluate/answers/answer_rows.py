@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...answer.overlap import token_f1_recall
+from ...answer.pricing import cost_usd
 from ...answer.records import Answer
 from ...common import percentile
 from ...judge.sentences import AnswerSentence, ContextSentence
@@ -25,7 +26,7 @@ from ...judge.trace import (
 )
 from ..benchmarks import BenchRecord
 from ..evaluation import project_of
-from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision, cost_usd
+from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision
 
 ANSWER_METRICS = (
     "answer_adherence",  # mean probability that every sentence of an answer is supported
@@ -69,7 +70,12 @@ def answer_row(
     answered = answer.outcome == "answered"
     utilized = utilized_sentences(context, answer.citations)
     at = scores.get("supported_at", SUPPORTED_AT) if scores else SUPPORTED_AT
-    relevant = None if scores is None else judged_relevant(scores["relevance"], scores.get("relevant_at", RELEVANT_AT))
+    # relevance None: a whole-answer judge without the trained judge to label context sentences
+    relevant = (
+        None
+        if scores is None or scores["relevance"] is None
+        else judged_relevant(scores["relevance"], scores.get("relevant_at", RELEVANT_AT))
+    )
     silver = silver_relevant(context, record.reference_answer) if record.reference_answer else None
     trace = trace_scores(context, relevant or [], utilized, sentences, scores["support"] if scores else None, at)
     silver_trace = trace_scores(context, silver, utilized, sentences, None) if silver is not None else None
@@ -95,14 +101,14 @@ def answer_row(
         "cited_doc_ids": cited,
         "citations_json": json.dumps([c.__dict__ for c in answer.citations]),
         "context_sentences": len(context),
-        "relevance": trace.relevance if judged else None,
+        "relevance": trace.relevance if relevant is not None else None,
         "utilization": trace.utilization,
-        "completeness": trace.completeness if judged else None,
+        "completeness": trace.completeness if relevant is not None else None,
         "adherence": trace.adherence,
         "adherent": trace.adherent,
         "unsupported_json": json.dumps(trace.unsupported()) if judged else None,
         "sentences_json": json.dumps([s.to_dict() for s in trace.sentences]),
-        "relevant_sentences_json": json.dumps(trace.relevant if judged else []),
+        "relevant_sentences_json": json.dumps(trace.relevant if relevant is not None else []),
         "utilized_sentences_json": json.dumps(trace.utilized),
         "relevance_silver": silver_trace.relevance if silver_trace else None,
         "completeness_silver": silver_trace.completeness if silver_trace else None,
