@@ -69,7 +69,12 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
     documents = {p for p in (app.docs_url, app.redoc_url, app.openapi_url) if p}
     served = frozenset({*aliases, *(f"/v1{p}" for p in aliases), *_paths(telemetry), *documents})
     # added innermost first: a request meets them in the reverse order
-    app.add_middleware(InflightLimit, state=state, paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}))
+    app.add_middleware(
+        InflightLimit,
+        state=state,
+        paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}),
+        judge_paths=frozenset({"/judge", "/v1/judge"}),
+    )
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     app.add_middleware(ApiKeyAuth, keys=limits.api_keys)
     app.add_middleware(HeaderLimit, max_count=limits.max_header_count, max_bytes=limits.max_header_bytes)

@@ -30,7 +30,8 @@ log = logging.getLogger("infra_rag_assets.service")
 class ServiceSettings:
     """Every limit and timeout of the service (`infra-rag serve` passes uvicorn its share)."""
 
-    max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once
+    max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once (search, answer and judge)
+    max_judge_inflight: int = 1  # per worker, within max_inflight: a judge takes a core for seconds
     max_body_bytes: int = 64 * 1024
     body_timeout_s: float = 10.0  # the whole body must arrive within this, else 408 (slow-body clients)
     max_header_count: int = 64  # past it 431 from the app (browsers send ~20)
@@ -62,6 +63,7 @@ class ServingState:
         self.switches = 0
         self.rejected = 0  # requests refused by the in-flight bound (set by the middleware)
         self.inflight = 0
+        self.judging = 0  # judge requests running (within ``inflight``)
         self.draining = False  # SIGTERM seen: finish, tell the balancer, close connections
         self.claude_client: Any = None  # None: the answerer makes its own (tests pass a faked one)
         self.on_switch: Any = None  # called with (old version or None, new version) after a switch
@@ -192,6 +194,8 @@ class ServingState:
                 "ok": True,
                 "inflight": self.inflight,
                 "max_inflight": self.settings.max_inflight,
+                "judging": self.judging,
+                "max_judge_inflight": self.settings.max_judge_inflight,
                 "rejected": self.rejected,
                 "release_switches": self.switches,
             },
