@@ -147,3 +147,22 @@ class InflightLimit:
         self.state.rejected += 1
         retry = [(b"retry-after", str(self.state.settings.retry_after_s).encode())]
         await send_error(send, 503, "overloaded", message, retry)
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same path, headers only (RFC 9110: every GET resource
+    takes HEAD); FastAPI routes declare GET alone, so HEAD was 405."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+
+        async def headers_only(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..rag.operate import temp_dirs
 from ..rag.operate.health import index_check, model_check, release_check
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import TraceSink
 from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
 
+METRICS_PREFIX = "infra-rag-metrics-"  # + the serve pid (uvicorn after execve): rag/operate/temp_dirs
 log = logging.getLogger("infra_rag_assets.service")
 
 
@@ -44,6 +46,7 @@ class ServiceSettings:
     drain_s: float = 3.0  # after SIGTERM: /readyz 503 and `Connection: close`, then uvicorn's shutdown
     graceful_shutdown_s: int = 10  # uvicorn's wait for running requests after the drain
     api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no authentication
+    owns_process: bool = False  # a uvicorn worker (app_from_env): its temp copies go at shutdown
 
 
 class Unavailable(Exception):
@@ -85,6 +88,15 @@ class ServingState:
         if self._thread:
             self._thread.join(5)
         self.sink.close()
+        if self.settings.owns_process:
+            self._remove_temp_files()
+
+    def _remove_temp_files(self) -> None:
+        """This worker's private Tantivy copies (the metrics folder is serve's watcher's to remove)."""
+        from ..rag.index.lexical_store import PRIVATE_COPY_PREFIX
+
+        self.current, self._pinned = None, OrderedDict()
+        temp_dirs.remove_own(PRIVATE_COPY_PREFIX)
 
     def wake(self) -> None:
         """Check the release pointer now (SIGHUP)."""
@@ -186,10 +198,7 @@ class ServingState:
                 if current
                 else {"ok": False, "detail": "no index to check the model against"}
             ),
-            "traces": {
-                **self.sink.health(),
-                "detail": self.sink.last_error or f"{self.sink.stats['queue_full']} traces written past a full queue",
-            },
+            "traces": _traces_check(self.sink.health()),
             "load": {
                 "ok": True,
                 "inflight": self.inflight,
@@ -205,6 +214,13 @@ class ServingState:
             "version": current.version if current else None,
             "checks": checks,
         }
+
+
+def _traces_check(sink: dict[str, Any]) -> dict[str, Any]:
+    """The trace writer's counters; an unusable traces folder is the named cause ``traces_unwritable``
+    (503: the service promises a trace for every answered request), shown without paths."""
+    detail = sink["last_error"] or f"{sink['queue_full']} traces written past a full queue"
+    return {**sink, "detail": detail}
 
 
 def _without_paths(check: dict[str, Any], home: DataHome) -> dict[str, Any]:
