@@ -18,7 +18,7 @@ import dataclasses
 import json
 import time
 
-from infra_rag_assets.defs.index.models import model_for_version, train_version_model
+from infra_rag_assets.defs.index.domain_model import model_for_version, train_version_model
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource
 from infra_rag_assets.rag.index.config import BuildSettings
 

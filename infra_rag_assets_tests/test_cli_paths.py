@@ -43,7 +43,7 @@ def test_a_child_in_another_folder_reads_the_folders_the_cli_meant(started_in, t
 
 def test_ui_pins_absolute_paths_and_warns_about_missing_folders(started_in, tmp_path, monkeypatch):
     launched: dict = {}
-    monkeypatch.setattr("os.execve", lambda path, argv, env: launched.update(env=env))  # the exec boundary
+    monkeypatch.setattr("os.execve", lambda _path, _argv, env: launched.update(env=env))  # the exec boundary
     result = CliRunner().invoke(main, ["--home", "h", "ui"], catch_exceptions=False)
     env = launched["env"]
     assert env["INFRA_RAG_CORPUS"] == str(started_in / "rel" / "corpus")

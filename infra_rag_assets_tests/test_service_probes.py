@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from infra_rag_assets.rag.operate import releases
-from infra_rag_assets.rag.operate.health import full_health
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.operate.traces import read_traces
+from infra_rag_assets.rag.search.health import full_health
 from infra_rag_assets.service import ServiceSettings, create_app
 
 pytestmark = pytest.mark.build

@@ -178,7 +178,7 @@ def answer(obj, question, version, config, k, offline, explain, as_json) -> None
 
 
 def _explained(obj: dict, version: str, question: str, outcome):
-    from ..rag.evaluate.answer_eval import judge_answer
+    from ..rag.evaluate.answers.answer_eval import judge_answer
 
     model, _ = version_judge(obj, version)
     return judge_answer(model, question, outcome.answer, [p.hit for p in outcome.packed.passages])

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..rag.operate import temp_dirs
-from ..rag.operate.health import index_check, model_check, release_check
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import TraceSink
 from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
+from ..rag.search.health import index_check, model_check, release_check
 
 METRICS_PREFIX = "infra-rag-metrics-"  # + the serve pid (uvicorn after execve): rag/operate/temp_dirs
 log = logging.getLogger("infra_rag_assets.service")

@@ -92,7 +92,7 @@ def expected_model_hash(store: DataHomeResource, version: str, config: BuildSett
     import json
 
     from ...rag.adapt.finetune import TRAINING_JSON
-    from .models import model_for_version
+    from .domain_model import model_for_version
 
     model = model_for_version(store, version, config, frame)
     if not model.adapted:

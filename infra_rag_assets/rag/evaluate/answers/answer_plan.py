@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..answer.generate import generator_identity
-from ..operate.home import DataHome
-from ..operate.warehouse import Warehouse
+from ...answer.generate import generator_identity
+from ...operate.home import DataHome
+from ...operate.warehouse import Warehouse
+from ..benchmarks import benchmark_path, coverage, load_benchmark
+from ..reuse import content_key, load_run, save_run
 from .answer_eval import AnswerRun, Judge, answer_benchmark
 from .answer_metrics import ChunkRecord
-from .benchmarks import benchmark_path, coverage, load_benchmark
-from .reuse import content_key, load_run, save_run
 
 SAFETY_BENCHMARK = "adversarial"
 ASKED = "this run"
@@ -118,6 +118,6 @@ def answer_or_reuse(
 def _safety_cases(name: str) -> dict | None:
     if name != SAFETY_BENCHMARK:
         return None
-    from .safety import load_cases
+    from ..safety import load_cases
 
     return {case.id: case for case in load_cases(benchmark_path(name))}
