@@ -35,7 +35,7 @@ from ...rag.evaluate.eval_tables import (
     regime_hashes,
     slice_table,
 )
-from ...rag.evaluate.evaluation import REGIMES, scorecard
+from ...rag.evaluate.evaluation import REGIMES, degraded_reasons, scorecard
 from ...rag.judge.version_judge import load_version_judge
 from ...rag.search.retrieval_settings import RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
@@ -82,8 +82,10 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
     description="Scores dense, lexical, hybrid-RRF, hybrid-weighted, hybrid-page and hybrid+rerank retrieval of this "
-    "index version on the k8s-docs-rag-bench eval split and our own labelled sets: per-question rows "
-    "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
+    "index version on the k8s-docs-rag-bench eval split and our own labelled sets, and the answers the serving "
+    "config gives (adherence, TRACe, correctness, citation validity, safety; judged by the version's support "
+    "judge): per-question rows and metrics in DuckDB, the scorecards as metadata, the path from each answer's "
+    "cited pages to their bytes (questions, cited_pages), lineage to every upstream materialization.",
 )
 def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
@@ -137,7 +139,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     return dg.MaterializeResult(
         metadata={
             **floats(headline(metric_table_for(warehouse, version))),
-            **_report_metadata(outcome, results, metrics),
+            **_report_metadata(outcome, results, metrics, degraded_reasons(engine, outcome.runs)),
             **answer_metadata(answers, answer_rows, answer_metrics, judge_note),
             **lineage_tables(answer_rows, results, _pages(warehouse, version), _pages_link(lineage, version)),
             **lineage_metadata(lineage, version),
@@ -164,10 +166,11 @@ def _pages_link(lineage: list[dict], version: str) -> str:
     return materialization_path("source_pages", version, row["epoch"]) if row else ""
 
 
-def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.DataFrame) -> dict:
-    """Scorecard, row counts, coverage and the per-slice tables, as the UI renders them."""
+def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.DataFrame, reasons: dict) -> dict:
+    """Scorecard (with why a regime degraded), row counts, coverage and the per-slice tables."""
     return {
-        "scorecard": dg.MetadataValue.md(scorecard(outcome.runs)),
+        "scorecard": dg.MetadataValue.md(scorecard(outcome.runs, reasons=reasons)),
+        "degraded_reasons": dg.MetadataValue.json(reasons),
         "dagster/row_count": len(results),
         "coverage": md_table(coverage_frame(outcome)),
         "reused_rows": outcome.reused_rows,
