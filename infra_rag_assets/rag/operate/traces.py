@@ -190,11 +190,12 @@ class TraceSink:
                 self._stream = None
 
     def health(self) -> dict[str, Any]:
+        problem = folder_problem(self.dir)
         return {
             **self.stats,
             "queued": self.queued(),
             "queue_size": self._queue.maxsize,
-            "ok": self.stats["write_errors"] == 0 and not (problem := folder_problem(self.dir)),
+            "ok": self.stats["write_errors"] == 0 and not problem,
             "cause": "traces_unwritable" if self.stats["write_errors"] or problem else "",
             "last_error": problem or self.last_error,
         }
