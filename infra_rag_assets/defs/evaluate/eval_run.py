@@ -37,11 +37,11 @@ from ...rag.evaluate.eval_tables import (
 )
 from ...rag.evaluate.evaluation import REGIMES, degraded_reasons, scorecard
 from ...rag.judge.version_judge import load_version_judge
-from ...rag.search.retrieval_settings import RetrievalSettings
-from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
+from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
+from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, StageGraphResource
 from .answer_report import answer_metadata, lineage_tables
 
 
@@ -49,7 +49,7 @@ class EvalRunConfig(dg.Config):
     benchmarks: list[str] = list(DEFAULT_BENCHMARKS)
     regimes: list[str] = list(REGIMES)
     k: int = 10
-    serving_config: str = "hybrid-learned"  # what the release would serve; gates judge regime "serving"
+    serving_config: str = DEFAULT_CONFIG  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
     # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
     # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.
@@ -87,7 +87,9 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
     "judge): per-question rows and metrics in DuckDB, the scorecards as metadata, the path from each answer's "
     "cited pages to their bytes (questions, cited_pages), lineage to every upstream materialization.",
 )
-def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource) -> dg.MaterializeResult:
+def eval_run(
+    context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource, stage_graph: StageGraphResource
+) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version, run_id, home = context.partition_key, context.run.run_id, store.data_home()
@@ -101,7 +103,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    lineage = upstream_lineage(context.instance, version, upstream_of(context.repository_def.asset_graph, "eval_run"))
+    lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("eval_run"))
     # Retrieval scores do not depend on the answer judge (answers key on its identity instead),
     # so a version whose judge is not built yet still reuses identical retrieval rows.
     retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k != "support_judge"}
