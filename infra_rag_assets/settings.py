@@ -214,13 +214,41 @@ def expand(value: str) -> str:
 _FOLDER_DEFAULTS = {PREFIX + "CORPUS": corpus_dir, PREFIX + "BENCH": bench_dir}
 
 
+# Settings that name files or folders: relative ones (and the cwd-relative defaults) are made
+# absolute once, in the CLI's process, so a child started elsewhere (dagster dev's code server,
+# its daemon's sensors, a run worker) finds what the user meant, whatever its working directory.
+PATH_SETTINGS = ("HOME", "SOURCES", "CORPUS", "BENCH", "GATES", "CANARY", "API_KEY_FILE")
+
+
+def absolute_paths() -> dict[str, str]:
+    """``INFRA_RAG_<NAME>`` for every path setting, as this process resolves it now, absolute."""
+    values = {
+        "HOME": home(), "SOURCES": sources_file(), "CORPUS": str(corpus_dir()), "BENCH": str(bench_dir()),
+        "GATES": str(gates_file()), "CANARY": str(canary_file()), "API_KEY_FILE": api_key_file(),
+    }  # fmt: skip
+    return {PREFIX + name: os.path.abspath(os.path.expanduser(value)) for name, value in values.items() if value}
+
+
+def missing_folders() -> list[str]:
+    """One line per folder setting that names no folder (the build would fail on it later)."""
+    lines = []
+    for name, folder in (("CORPUS", corpus_dir()), ("BENCH", bench_dir())):
+        if not folder.is_dir():
+            how = "set" if is_set(name) else f"unset: the default ../shared/{name.lower()} from {Path.cwd()}"
+            lines.append(f"{PREFIX}{name} ({how}) names no folder: {folder.absolute()}")
+    return lines
+
+
 def child_environment(**settings: str | Path | None) -> dict[str, str]:
     """This process's environment plus ``INFRA_RAG_<NAME>`` settings, for a process the CLI starts.
+
+    Every path setting is absolute there (``absolute_paths``), so the child's own working
+    directory never changes what it reads.
 
     ``dagster_home`` sets DAGSTER_HOME (Dagster's own variable), ``metrics_dir`` prometheus_client's
     PROMETHEUS_MULTIPROC_DIR; a value of None leaves a name as it is.
     """
-    env = dict(os.environ)
+    env = {**os.environ, **absolute_paths()}
     foreign = {"dagster_home": "DAGSTER_HOME", "metrics_dir": METRICS_DIR_VARIABLE}
     for name, value in settings.items():
         if value is None:

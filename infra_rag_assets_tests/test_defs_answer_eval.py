@@ -134,10 +134,10 @@ def test_answers_are_scored_and_broken_answerers_are_refused(env):
     )
     deployment = "kubernetes:concepts_workloads_controllers_deployment"
     questions = eval_meta["questions"].value
-    assert "maxSurge" in questions and f"{deployment} `{sha[deployment][:8]}`" in questions
+    assert "maxSurge" in questions and f"[{deployment}](" in questions and f"`{sha[deployment][:12]}…`" in questions
     assert "http://" not in questions and sha[deployment] in eval_meta["cited_pages"].value
     lines = [line for line in questions.splitlines() if line.startswith("| tiny")]
-    adherence = [float(line.split("|")[5]) for line in lines if line.split("|")[5].strip()]
+    adherence = [float(line.split("|")[6]) for line in lines if line.split("|")[6].strip()]
     assert adherence == sorted(adherence)  # worst first
 
     again = _evaluate(instance, store, settings, version, bench, stages=("eval_run",), reuse_identical=False)

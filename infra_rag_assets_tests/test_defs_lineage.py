@@ -58,8 +58,9 @@ def test_question_table_is_worst_first_and_links_each_cited_page_to_its_bytes():
     pages = pl.DataFrame({"doc_id": ["d1", "d2"], "bytes_hash": ["a" * 64, "b" * 64], "url": ["u1", "u2"]})
     tables = lineage_tables(answers, results, pages, "/assets/source_pages?view=events&partition=v")
     rows = [line.split(" | ") for line in tables["questions"].value.splitlines()[2:]]
-    assert [r[1] for r in rows] == ["q bad", "q good", "q none"]  # least adherent first, abstention last
-    assert rows[1][3] == "2" and rows[0][3] == ""  # the serving regime's rank only
-    assert "[d2](/assets/source_pages?view=events&partition=v) `bbbbbbbb`" in rows[1][-1]
+    assert [r[1] for r in rows] == ["bad", "good", "none"]  # least adherent first, abstention last: by id
+    assert [r[2] for r in rows] == ["q bad", "q good", "q none"]
+    assert rows[1][4] == "2" and rows[0][4] == ""  # the serving regime's rank only
+    assert "[d2](u2) `bbbbbbbbbbbb…`" in rows[1][-1]  # each page to its own upstream URL
     cited = tables["cited_pages"].value
-    assert "| [d1](/assets/source_pages?view=events&partition=v) | " + "a" * 64 + " | 2 | u1 |" in cited
+    assert "| d1 | " + "a" * 64 + " | 2 | u1 | [source_pages](/assets/source_pages?view=events&partition=v) |" in cited

@@ -188,6 +188,8 @@ def ui(obj, port, host) -> None:
         dagster_url=None if settings.is_set("DAGSTER_URL") else f"http://{host}:{port}",
     )
     console.print(f"Dagster UI on http://{host}:{port} — DAGSTER_HOME={dagster_home}, INFRA_RAG_HOME={data_home}")
+    for line in settings.missing_folders():  # source_pages and the freshness sensor would fail on it
+        console.print(f"[bold yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
     command = [
         sys.executable,
         "-m",

@@ -252,12 +252,13 @@ def serve(obj, host, port, workers, max_inflight, release_poll, api_key_file) ->
     """Serve /v1/search, /v1/answer, /v1/health, /v1/versions, /v1/release, /metrics over HTTP."""
     import os
     import sys
-    import tempfile
 
     from .. import settings
+    from ..rag.operate import temp_dirs
     from ..rag.search.engine import VersionNotFound, resolve_version
     from ..service import uvicorn_command
     from ..service.access import KeyFileError, load_api_keys
+    from ..service.state import METRICS_PREFIX
 
     home = obj["store"].data_home()
     try:
@@ -268,13 +269,15 @@ def serve(obj, host, port, workers, max_inflight, release_poll, api_key_file) ->
         keys = load_api_keys(api_key_file or settings.api_key_file(), settings.api_key())
     except KeyFileError as exc:
         raise CommandFailed(str(exc)) from None
+    metrics_dir = temp_dirs.make(METRICS_PREFIX)  # fresh per start: counters from 0; named by this pid
+    temp_dirs.remove_after_exit(metrics_dir)  # uvicorn replaces this process: a watcher removes it after
     env = settings.child_environment(
         home=home.root,
         max_inflight=max_inflight,
         release_poll_s=release_poll,
         lancedb_uri=home.lancedb_uri or None,
         api_key_file=os.path.abspath(api_key_file) if api_key_file else None,
-        metrics_dir=tempfile.mkdtemp(prefix="infra-rag-metrics-"),  # fresh per start: counters from 0
+        metrics_dir=str(metrics_dir),
     )
     auth = f"{len(keys)} API key(s)" if keys else "no API key"
     console.print(f"serving {version} from {home.root} on http://{host}:{port} ({workers} worker(s), {auth})")

@@ -27,8 +27,9 @@ from ..rag.operate.home import DataHome
 from ..rag.operate.traces import new_trace_id
 from ..rag.search.engine import single_thread_queries
 from .access import ApiKeyAuth, ResponseHeaders, load_api_keys
+from .drain import drain_on_sigterm
 from .metrics import RecordMetrics, ServiceMetrics
-from .middleware import BodyLimit, HeaderLimit, InflightLimit
+from .middleware import BodyLimit, HeadAsGet, HeaderLimit, InflightLimit
 from .routes import TracedFailure, operations, queries, telemetry
 from .state import ServiceSettings, ServingState, Unavailable
 
@@ -44,7 +45,7 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        _drain_on_sigterm(state)  # before the release opens: a stop during the warm-up drains too
+        drain_on_sigterm(state)  # before the release opens: a stop during the warm-up drains too
         state.start()  # opens and warms the served version before the first request
         _on_sighup(state.wake)
         try:
@@ -56,6 +57,7 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
         title="infra_rag_assets",
         version="2",
         lifespan=lifespan,
+        redirect_slashes=False,  # a redirect would echo the request's Host (307 to any host a client names)
         description="Cited hybrid retrieval over infrastructure docs.",
     )
     app.state.serving, app.state.metrics = state, metrics
@@ -69,12 +71,18 @@ def create_app(home: DataHome | None = None, settings: ServiceSettings | None = 
     documents = {p for p in (app.docs_url, app.redoc_url, app.openapi_url) if p}
     served = frozenset({*aliases, *(f"/v1{p}" for p in aliases), *_paths(telemetry), *documents})
     # added innermost first: a request meets them in the reverse order
-    app.add_middleware(InflightLimit, state=state, paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}))
+    app.add_middleware(
+        InflightLimit,
+        state=state,
+        paths=frozenset({"/search", "/answer", "/v1/search", "/v1/answer"}),
+        judge_paths=frozenset({"/judge", "/v1/judge"}),
+    )
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     app.add_middleware(ApiKeyAuth, keys=limits.api_keys)
     app.add_middleware(HeaderLimit, max_count=limits.max_header_count, max_bytes=limits.max_header_bytes)
     app.add_middleware(ResponseHeaders, state=state, aliases=aliases)
     app.add_middleware(RecordMetrics, metrics=metrics, state=state, routes=served)
+    app.add_middleware(HeadAsGet)  # outermost: HEAD is a GET without its body, for every GET route
     return app
 
 
@@ -91,6 +99,7 @@ def app_from_env() -> FastAPI:
         max_inflight=env.max_inflight(defaults.max_inflight),
         poll_s=env.release_poll_s(defaults.poll_s),
         api_keys=load_api_keys(env.api_key_file(), env.api_key()),
+        owns_process=True,
     )
     return create_app(DataHome.at(), limits)
 
@@ -116,30 +125,6 @@ def _on_sighup(callback) -> None:
             signal.signal(signal.SIGHUP, lambda *_: callback())
         except ValueError:
             pass
-
-
-def _drain_on_sigterm(state: ServingState) -> None:
-    """SIGTERM: for ``drain_s`` keep answering, with /readyz 503 (the balancer stops sending)
-    and ``Connection: close`` on every response (clients reconnect elsewhere), then hand the
-    signal to uvicorn, whose graceful shutdown finishes running requests. Repeats of SIGTERM
-    (a process-group kill reaches the workers twice) are ignored; SIGINT still stops at once.
-    Only under a server that handles SIGTERM itself (uvicorn); otherwise nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    server_handler = signal.getsignal(signal.SIGTERM)
-    if not callable(server_handler):
-        return
-
-    def drain(sig, frame) -> None:
-        if state.draining:
-            return
-        state.draining = True
-        log.info("SIGTERM: draining for %.1f s before shutting down", state.settings.drain_s)
-        timer = threading.Timer(state.settings.drain_s, server_handler, args=(sig, frame))
-        timer.daemon = True
-        timer.start()
-
-    signal.signal(signal.SIGTERM, drain)
 
 
 def _error(
@@ -173,7 +158,9 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # FastAPI could not decode the body (e.g. invalid UTF-8)
+        if exc.status_code == 400:  # FastAPI could not parse the body: say why
+            if isinstance(exc.__cause__, RecursionError):
+                return _error(400, "invalid_json", "request body is nested too deeply (JSON arrays/objects)")
             return _error(400, "invalid_json", "request body is not valid UTF-8 JSON")
         kinds = {404: "not_found", 405: "method_not_allowed"}
         return _error(

@@ -126,16 +126,25 @@ class RecordMetrics:
         route = scope["path"] if scope["path"] in self.routes else "unmatched"
         method = scope["method"] if scope["method"] in METHODS else "other"
         status = ["disconnect"]  # no response: the client left before its body arrived
+        ended = [False]
 
         async def recording_send(message: dict) -> None:
             if message["type"] == "http.response.start":
                 status[0] = str(message["status"])
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                ended[0] = True
             await send(message)
+
+        async def watching_receive() -> dict:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not ended[0]:
+                status[0] = "disconnect"  # left before the response ended (a stream): not a plain 200
+            return message
 
         m, started = self.metrics, time.perf_counter()
         m.inflight.inc()
         try:
-            await self.app(scope, receive, recording_send)
+            await self.app(scope, watching_receive, recording_send)
         except Exception:
             status[0] = "500"  # Starlette's outer error middleware answers it
             raise

@@ -116,29 +116,53 @@ class BodyLimit:
 
 
 class InflightLimit:
-    """At most ``limit`` query requests at once in this worker; past it 503 + Retry-After at once.
+    """At most ``max_inflight`` query requests at once in this worker, and of them at most
+    ``max_judge_inflight`` judge requests (seconds of CPU each, so a few clients judging would
+    starve every search); past either, 503 + Retry-After at once.
 
-    Runs on the event loop thread, so the counter needs no lock. ``state`` (ServingState)
+    Runs on the event loop thread, so the counters need no lock. ``state`` (ServingState)
     holds the counters /health reports."""
 
-    def __init__(self, app: Any, state: Any, paths: frozenset[str]) -> None:
-        self.app, self.state, self.paths = app, state, paths
+    def __init__(self, app: Any, state: Any, paths: frozenset[str], judge_paths: frozenset[str]) -> None:
+        self.app, self.state, self.paths, self.judge_paths = app, state, paths | judge_paths, judge_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in self.paths:
             return await self.app(scope, receive, send)
-        settings = self.state.settings
+        settings, judge = self.state.settings, scope["path"] in self.judge_paths
         if self.state.inflight >= settings.max_inflight:
-            self.state.rejected += 1
-            return await send_error(
-                send,
-                503,
-                "overloaded",
-                "server busy: retry shortly",
-                [(b"retry-after", str(settings.retry_after_s).encode())],
-            )
+            return await self._refuse(send, "server busy: retry shortly")
+        if judge and self.state.judging >= settings.max_judge_inflight:
+            busy = f"judge busy: at most {settings.max_judge_inflight} judge request(s) at once per worker"
+            return await self._refuse(send, f"{busy}; retry shortly")
         self.state.inflight += 1
+        self.state.judging += judge
         try:
             await self.app(scope, receive, send)
         finally:
             self.state.inflight -= 1
+            self.state.judging -= judge
+
+    async def _refuse(self, send: Send, message: str) -> None:
+        self.state.rejected += 1
+        retry = [(b"retry-after", str(self.state.settings.retry_after_s).encode())]
+        await send_error(send, 503, "overloaded", message, retry)
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same path, headers only (RFC 9110: every GET resource
+    takes HEAD); FastAPI routes declare GET alone, so HEAD was 405."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+
+        async def headers_only(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
@@ -21,6 +21,7 @@ from ..rag.search.retrieval_settings import NAMED_CONFIGS
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
 ConfigName = Literal[tuple(NAMED_CONFIGS)]  # type: ignore[valid-type]
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+MAX_JUDGE_CHARS = 24_000  # passages + answer per judge request (a 46 KB one took 27.5 s of a core)
 
 
 def question_field() -> Any:
@@ -173,6 +174,17 @@ class JudgeRequest(BaseModel):
     @classmethod
     def _question(cls, value: str) -> str:
         return clean_question(value)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> JudgeRequest:
+        """The judge's work grows with passages × characters: one request reads a bounded amount."""
+        total = sum(len(p.text) for p in self.passages) + len(self.answer)
+        if total > MAX_JUDGE_CHARS:
+            raise ValueError(
+                f"passages and answer hold {total:,} characters, over the {MAX_JUDGE_CHARS:,} one judge "
+                f"request may carry ({len(self.passages)} passages): split it into several requests"
+            )
+        return self
 
 
 class JudgedSentence(BaseModel):

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..rag.index.serving_snapshot import list_manifests
 from ..rag.operate import releases
-from ..rag.operate.traces import error_row, new_trace_id, trace_row
+from ..rag.operate.traces import CLIENT_DISCONNECTED, CLIENT_ERROR, error_row, new_trace_id, trace_row
 from ..rag.search.engine import hit_record
 from .metrics import CONTENT_TYPE_LATEST
 from .models import (
@@ -71,8 +71,10 @@ def _traced(state: ServingState, body: SearchRequest, trace_id: str, run):
         raise TracedFailure(exc, trace_id) from exc
 
 
-def _trace_failure(state: ServingState, body: SearchRequest, trace_id: str, exc: Exception) -> None:
+def _trace_failure(state: ServingState, body: SearchRequest, trace_id: str, exc: Exception, outcome: str = "") -> None:
     version = state.current.version if state.current else ""
+    client = isinstance(exc, Unavailable) and exc.status < 500  # e.g. an unknown version: the client's error
+    outcome = outcome or (CLIENT_ERROR if client else "error")
     state.sink.submit(
         error_row(
             origin="service",
@@ -81,6 +83,7 @@ def _trace_failure(state: ServingState, body: SearchRequest, trace_id: str, exc:
             question=body.question,
             error=f"{type(exc).__name__}: {exc}"[:300],
             trace_id=trace_id,
+            outcome=outcome,
         )
     )
 
@@ -149,8 +152,16 @@ def answer(
             return engine, *engine.answer_stream(body.question, **how)
 
         engine, result, packed, events = _traced(state, body, trace_id, start)
-        return StreamingResponse(
-            _answer_events(state, body, trace_id, engine, result, packed, events),
+        progress = {"events": 0, "done": False}
+
+        def left() -> None:  # the stream ended before its answer: the client went away
+            gone = ConnectionAbortedError(f"client left after {progress['events']} event(s)")
+            _trace_failure(state, body, trace_id, gone, outcome=CLIENT_DISCONNECTED)
+
+        return TracedStream(
+            _answer_events(state, body, trace_id, engine, result, packed, events, progress),
+            left,
+            progress,
             media_type=SSE,
             headers={"X-Trace-Id": trace_id, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -164,24 +175,45 @@ def answer(
     return _answer_body(body, trace_id, engine, outcome.answer, outcome.packed)
 
 
-def _answer_events(state, body, trace_id, engine, result, packed, events) -> Iterator[bytes]:
+class TracedStream(StreamingResponse):
+    """A streamed answer that traces a client who left before its end (``client_disconnected``):
+    the stream then stops without reaching the code that traces the answer."""
+
+    def __init__(self, content: Iterator[bytes], on_left, progress: dict, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.on_left, self.progress = on_left, progress
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self.progress["done"]:
+                self.on_left()
+
+
+def _answer_events(state, body, trace_id, engine, result, packed, events, progress: dict) -> Iterator[bytes]:
     """The SSE body: retrieval is done; generation errors arrive as an ``error`` outcome or,
-    if anything raises, as an ``error`` event (the status line has already gone out)."""
+    if anything raises, as an ``error`` event (the status line has already gone out).
+    ``progress`` counts events sent and says when the stream was traced (``done``)."""
+    progress["events"] += 1
     yield _sse("meta", {"version": engine.version, "config": body.config_name(), "trace_id": trace_id})
     final = None
     try:
         for item in events:
             if isinstance(item, str):
+                progress["events"] += 1
                 yield _sse("delta", {"text": item})
             else:
                 final = item
     except Exception as exc:  # mid-stream: report it as an event, never a reset
         log.error("streamed answer failed (trace %s)", trace_id, exc_info=exc)
         _trace_failure(state, body, trace_id, exc)
+        progress["done"] = True
         message = "internal error; the trace id identifies it in the server log"
         yield _sse("error", {"error": {"type": "internal", "message": message, "trace_id": trace_id}})
         return
     _trace_answer(state, body, trace_id, engine, result, final)
+    progress["done"] = True
     yield _sse("answer", _answer_body(body, trace_id, engine, final, packed))
 
 

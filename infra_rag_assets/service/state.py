@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..rag.operate import temp_dirs
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import TraceSink
 from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
 from ..rag.search.health import index_check, model_check, release_check
 
+METRICS_PREFIX = "infra-rag-metrics-"  # + the serve pid (uvicorn after execve): rag/operate/temp_dirs
 log = logging.getLogger("infra_rag_assets.service")
 
 
@@ -30,7 +32,8 @@ log = logging.getLogger("infra_rag_assets.service")
 class ServiceSettings:
     """Every limit and timeout of the service (`infra-rag serve` passes uvicorn its share)."""
 
-    max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once
+    max_inflight: int = 32  # per worker: past it, 503 + Retry-After at once (search, answer and judge)
+    max_judge_inflight: int = 1  # per worker, within max_inflight: a judge takes a core for seconds
     max_body_bytes: int = 64 * 1024
     body_timeout_s: float = 10.0  # the whole body must arrive within this, else 408 (slow-body clients)
     max_header_count: int = 64  # past it 431 from the app (browsers send ~20)
@@ -43,6 +46,7 @@ class ServiceSettings:
     drain_s: float = 3.0  # after SIGTERM: /readyz 503 and `Connection: close`, then uvicorn's shutdown
     graceful_shutdown_s: int = 10  # uvicorn's wait for running requests after the drain
     api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no authentication
+    owns_process: bool = False  # a uvicorn worker (app_from_env): its temp copies go at shutdown
 
 
 class Unavailable(Exception):
@@ -62,6 +66,7 @@ class ServingState:
         self.switches = 0
         self.rejected = 0  # requests refused by the in-flight bound (set by the middleware)
         self.inflight = 0
+        self.judging = 0  # judge requests running (within ``inflight``)
         self.draining = False  # SIGTERM seen: finish, tell the balancer, close connections
         self.claude_client: Any = None  # None: the answerer makes its own (tests pass a faked one)
         self.on_switch: Any = None  # called with (old version or None, new version) after a switch
@@ -83,6 +88,15 @@ class ServingState:
         if self._thread:
             self._thread.join(5)
         self.sink.close()
+        if self.settings.owns_process:
+            self._remove_temp_files()
+
+    def _remove_temp_files(self) -> None:
+        """This worker's private Tantivy copies (the metrics folder is serve's watcher's to remove)."""
+        from ..rag.index.lexical_store import PRIVATE_COPY_PREFIX
+
+        self.current, self._pinned = None, OrderedDict()
+        temp_dirs.remove_own(PRIVATE_COPY_PREFIX)
 
     def wake(self) -> None:
         """Check the release pointer now (SIGHUP)."""
@@ -184,14 +198,13 @@ class ServingState:
                 if current
                 else {"ok": False, "detail": "no index to check the model against"}
             ),
-            "traces": {
-                **self.sink.health(),
-                "detail": self.sink.last_error or f"{self.sink.stats['queue_full']} traces written past a full queue",
-            },
+            "traces": _traces_check(self.sink.health()),
             "load": {
                 "ok": True,
                 "inflight": self.inflight,
                 "max_inflight": self.settings.max_inflight,
+                "judging": self.judging,
+                "max_judge_inflight": self.settings.max_judge_inflight,
                 "rejected": self.rejected,
                 "release_switches": self.switches,
             },
@@ -201,6 +214,13 @@ class ServingState:
             "version": current.version if current else None,
             "checks": checks,
         }
+
+
+def _traces_check(sink: dict[str, Any]) -> dict[str, Any]:
+    """The trace writer's counters; an unusable traces folder is the named cause ``traces_unwritable``
+    (503: the service promises a trace for every answered request), shown without paths."""
+    detail = sink["last_error"] or f"{sink['queue_full']} traces written past a full queue"
+    return {**sink, "detail": detail}
 
 
 def _without_paths(check: dict[str, Any], home: DataHome) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from ...rag.evaluate.eval_tables import (
     regime_hashes,
     slice_table,
 )
-from ...rag.evaluate.evaluation import REGIMES, scorecard
+from ...rag.evaluate.evaluation import REGIMES, degraded_reasons, scorecard
 from ...rag.judge.judge_backends import chosen_backend, load_judge
 from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
@@ -85,8 +85,10 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
     description="Scores dense, lexical, hybrid-RRF, hybrid-weighted, hybrid-page and hybrid+rerank retrieval of this "
-    "index version on the k8s-docs-rag-bench eval split and our own labelled sets: per-question rows "
-    "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
+    "index version on the k8s-docs-rag-bench eval split and our own labelled sets, and the answers the serving "
+    "config gives (adherence, TRACe, correctness, citation validity, safety; judged by the version's support "
+    "judge): per-question rows and metrics in DuckDB, the scorecards as metadata, the path from each answer's "
+    "cited pages to their bytes (questions, cited_pages), lineage to every upstream materialization.",
 )
 def eval_run(
     context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource, stage_graph: StageGraphResource
@@ -146,7 +148,7 @@ def eval_run(
     return dg.MaterializeResult(
         metadata={
             **floats(headline(metric_table_for(warehouse, version))),
-            **_report_metadata(outcome, results, metrics),
+            **_report_metadata(outcome, results, metrics, degraded_reasons(engine, outcome.runs)),
             **answer_metadata(answers, answer_rows, answer_metrics, judge_note),
             **lineage_tables(answer_rows, results, _pages(warehouse, version), _pages_link(lineage, version)),
             **lineage_metadata(lineage, version),
@@ -174,10 +176,11 @@ def _pages_link(lineage: list[dict], version: str) -> str:
     return materialization_path("source_pages", version, row["epoch"]) if row else ""
 
 
-def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.DataFrame) -> dict:
-    """Scorecard, row counts, coverage and the per-slice tables, as the UI renders them."""
+def _report_metadata(outcome: EvalOutcome, results: pl.DataFrame, metrics: pl.DataFrame, reasons: dict) -> dict:
+    """Scorecard (with why a regime degraded), row counts, coverage and the per-slice tables."""
     return {
-        "scorecard": dg.MetadataValue.md(scorecard(outcome.runs)),
+        "scorecard": dg.MetadataValue.md(scorecard(outcome.runs, reasons=reasons)),
+        "degraded_reasons": dg.MetadataValue.json(reasons),
         "dagster/row_count": len(results),
         "coverage": md_table(coverage_frame(outcome)),
         "reused_rows": outcome.reused_rows,

@@ -20,7 +20,7 @@ from ..resources import DataHomeResource
     kinds={"duckdb"},
     owners=["team:search-platform"],
     automation_condition=dg.AutomationCondition.on_cron("15 * * * *"),
-    description="Trace segments (<home>/traces/*.jsonl) appended to the warehouse `traces` table, new "
+    description="Trace segments (`<home>/traces/*.jsonl`) appended to the warehouse `traces` table, new "
     "trace ids only; every new answer judged sentence by sentence by its version's support judge "
     "(`trace_judgements`: adherence per day). Hourly when automation is on; safe to run at any time.",
 )

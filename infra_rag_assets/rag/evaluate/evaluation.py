@@ -137,6 +137,7 @@ def scorecard(
         "latency_p50_ms",
         "latency_p95_ms",
     ),
+    reasons: dict[str, str] | None = None,
 ) -> str:
     """Markdown: one table per benchmark, a row per regime, overall metrics as columns."""
     parts = []
@@ -146,7 +147,8 @@ def scorecard(
         for regime, summaries in run.summaries.items():
             overall = summaries[0]
             degraded = sum(1 for r in run.rows if r["regime"] == regime and r["degraded"])
-            label = f"{regime} (degraded on {degraded} questions, e.g. reranker unavailable)" if degraded else regime
+            why = (reasons or {}).get(regime) or "see degraded_reasons"
+            label = f"{regime} (degraded on {degraded} questions: {why})" if degraded else regime
             parts.append(f"| {label} | " + " | ".join(_fmt(overall.get(m)) for m in metrics) + " |")
         parts.append("")
     return "\n".join(parts)
@@ -158,3 +160,16 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.1f}" if value > 10 else f"{value:.3f}"
     return str(value)
+
+
+def degraded_reasons(engine, runs: Sequence[BenchmarkRun]) -> dict[str, str]:
+    """Why each regime that served degraded results did (e.g. its cross-encoder is not in the
+    offline model cache): one search of a degraded question per regime, its ``degraded_reason``."""
+    reasons: dict[str, str] = {}
+    for run in runs:
+        for row in run.rows:
+            regime = row["regime"]
+            if row["degraded"] and regime not in reasons and regime != SERVING:
+                result = engine.search(row["question"], config=regime, k=10)
+                reasons[regime] = result.degraded_reason or "not degraded when asked again"
+    return reasons

@@ -32,6 +32,7 @@ from ..operate.files import fsync_tree, swap_into_place
 from ..operate.processes import pid_alive
 from .analysis import ANALYZER_VERSION, analyze_for_index, analyze_query
 
+PRIVATE_COPY_PREFIX = "infra-rag-tantivy-"  # + pid: see rag/operate/temp_dirs
 MANIFEST_NAME = "lexical_manifest.json"
 LOCK_NAME = ".lexical.lock"
 STAGING_PREFIX = ".staging-"
@@ -213,10 +214,11 @@ class LexicalSearcher:
 
     @classmethod
     def _open_private(cls, final_dir: Path) -> LexicalSearcher:
-        import tempfile
         import weakref
 
-        copy = Path(tempfile.mkdtemp(prefix="infra-rag-tantivy-")) / final_dir.name
+        from ..operate import temp_dirs
+
+        copy = temp_dirs.make(PRIVATE_COPY_PREFIX) / final_dir.name  # removed at shutdown (ServingState.stop)
         shutil.copytree(final_dir, copy, ignore=shutil.ignore_patterns("*.lock", ".staging-*", ".old-*"))
         searcher = cls.open(copy)
         weakref.finalize(searcher, shutil.rmtree, copy.parent, True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 import string
 from collections.abc import Iterator
@@ -210,7 +211,7 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
     mirror_path = None
     if mirror:
         mirror_path = Path(expand_env(str(mirror)))
-        mirror_path = (mirror_path if mirror_path.is_absolute() else base / mirror_path).resolve()
+        mirror_path = mirror_location(mirror_path if mirror_path.is_absolute() else base / mirror_path)
     return Source(
         name=str(entry["name"]),
         project=entry["project"],
@@ -221,6 +222,17 @@ def _source_from_entry(entry: dict, index: int, base: Path) -> Source:
         upstream=dict(upstream),
         synced=read_sync_record(mirror_path),
     )
+
+
+def mirror_location(path: Path) -> Path:
+    """An absolute mirror path whose last part is never resolved.
+
+    Why: a synced mirror is a symlink that every sync replaces; resolving it would hand the
+    next sync the tree it points at, and that sync would then nest its link inside the old
+    tree (a chain that breaks reads after 40 syncs). Only the folder holding it is resolved.
+    """
+    path = Path(os.path.abspath(path))
+    return path.parent.resolve() / path.name
 
 
 def read_sync_record(mirror: Path | None) -> dict:

@@ -9,7 +9,8 @@ Layout: the mirror path becomes a symlink into ``.<mirror>.versions/`` beside it
 builds the new tree in a staging folder there, writes the sync record (``SYNC_RECORD``: the
 resolved commit, per-file statuses) into it, then swaps the symlink with one ``rename`` — a
 reader sees the old tree or the new one, never half of either, and a failed sync leaves the
-old mirror (and what serves) as it was. The previous tree is kept for readers still in it.
+old mirror (and what serves) as it was. The mirror link is replaced, never resolved; the
+previous tree (``KEEP_PREVIOUS`` of them) is kept for readers still in it, older ones go.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from urllib.parse import urlsplit
 from .sources import KINDS, MAX_PAGE_BYTES, SYNC_RECORD, Source, read_sync_record
 from .upstream_git import FileStatus, SyncError, export_files, fetch_commit, list_tree, resolve_commit, vet
 
+KEEP_PREVIOUS = 1  # older trees kept beside the served one, for readers still in them
 DEFAULT_TIMEOUT_S = 900.0  # one git fetch / download: a depth-1 fetch of kubernetes/website is the longest
 
 
@@ -81,7 +83,12 @@ def sync_sources(
     return [sync_source(s, timeout=timeout) for s in sources if not names or s.name in names]
 
 
-def sync_source(source: Source, max_bytes: int = MAX_PAGE_BYTES, timeout: float = DEFAULT_TIMEOUT_S) -> SyncReport:
+def sync_source(
+    source: Source,
+    max_bytes: int = MAX_PAGE_BYTES,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    keep_previous: int = KEEP_PREVIOUS,
+) -> SyncReport:
     """Bring one mirror to its upstream; any failure is an ``error`` report, the mirror untouched."""
     up = source.upstream
     ref = "urls"
@@ -92,11 +99,13 @@ def sync_source(source: Source, max_bytes: int = MAX_PAGE_BYTES, timeout: float 
     try:
         if source.mirror is None:
             raise SyncError("no 'mirror:' folder configured to sync into")
+        if source.mirror.parent.name.endswith(".versions"):  # a resolved link: syncing would nest a chain
+            raise SyncError(f"{source.mirror} is a tree inside a versions folder, not the mirror link")
         if not ("git" in up or up.get("urls")):
             raise SyncError("upstream names neither git nor urls: nothing to sync from")
         with _locked(source.mirror):
             sync = _sync_git if "git" in up else _sync_urls
-            return sync(source, report, previous, max_bytes, timeout)
+            return sync(source, report, previous, max_bytes, timeout, keep_previous)
     except SyncError as exc:
         report.error = str(exc)
     except OSError as exc:  # a read-only corpus, a full disk: one line, nothing swapped
@@ -104,7 +113,9 @@ def sync_source(source: Source, max_bytes: int = MAX_PAGE_BYTES, timeout: float 
     return report
 
 
-def _sync_git(source: Source, report: SyncReport, previous: dict, max_bytes: int, timeout: float) -> SyncReport:
+def _sync_git(
+    source: Source, report: SyncReport, previous: dict, max_bytes: int, timeout: float, keep: int
+) -> SyncReport:
     up = source.upstream
     url = str(up["git"])
     sha = resolve_commit(url, str(up.get("commit") or ""), str(up.get("branch") or ""), timeout)
@@ -126,7 +137,7 @@ def _sync_git(source: Source, report: SyncReport, previous: dict, max_bytes: int
         export_files(repo, wanted, tree, timeout)
         report.status, report.files, report.refused = "updated", len(wanted), refused
         record = {"url": url, "commit": sha, "selection": selection}
-        _swap_in(mirror, tree, sha[:12], {**record, **_record_tail(report)})
+        _swap_in(mirror, tree, sha[:12], {**record, **_record_tail(report)}, keep)
     return report
 
 
@@ -156,7 +167,9 @@ def _select(source: Source, tree, max_bytes: int):
     return wanted, refused
 
 
-def _sync_urls(source: Source, report: SyncReport, previous: dict, max_bytes: int, timeout: float) -> SyncReport:
+def _sync_urls(
+    source: Source, report: SyncReport, previous: dict, max_bytes: int, timeout: float, keep: int
+) -> SyncReport:
     entries = _url_entries(source)
     if all(e["sha256"] for e in entries) and previous.get("urls") == entries:
         report.status, report.files = "unchanged", len(entries)
@@ -168,7 +181,7 @@ def _sync_urls(source: Source, report: SyncReport, previous: dict, max_bytes: in
         for entry in entries:
             _download(entry, tree / entry["name"], max_bytes, timeout)
         report.status, report.files = "updated", len(entries)
-        _swap_in(mirror, tree, "urls", {"urls": entries, **_record_tail(report)})
+        _swap_in(mirror, tree, "urls", {"urls": entries, **_record_tail(report)}, keep)
     return report
 
 
@@ -232,6 +245,8 @@ def _locked(mirror: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SyncError(f"another sync of {mirror} is running") from None
+        for stale in folder.glob(".staging-*"):  # left by a sync killed mid-way; none can be live here
+            shutil.rmtree(stale, ignore_errors=True)
         yield
 
 
@@ -245,20 +260,49 @@ def _staging(mirror: Path) -> Iterator[tuple[Path, Path]]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _swap_in(mirror: Path, tree: Path, label: str, record: dict) -> None:
-    """Write the record, move the tree beside the others, point the mirror symlink at it."""
+def _swap_in(mirror: Path, tree: Path, label: str, record: dict, keep_previous: int) -> None:
+    """Write the record, move the tree beside the others, point the mirror symlink at it.
+
+    The mirror link itself is replaced (a temp link renamed over it: atomic, so a kill -9 at
+    any point leaves the previous tree or the new one serving); it is never resolved, so no
+    chain of links can grow. Then all but the newest ``keep_previous`` older trees go.
+    """
     (tree / SYNC_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
     folder = versions_dir(mirror)
     final = folder / f"{label}-{time.time_ns()}"
     os.rename(tree, final)
     link = folder / f".link-{time.time_ns()}"
     os.symlink(os.path.relpath(final, mirror.parent), link)
-    previous = os.path.realpath(mirror) if mirror.exists() else None
+    previous = _served_tree(mirror)
     if mirror.exists() and not mirror.is_symlink():  # a mirror copied by hand: moved aside once
-        previous = str(folder / f"pre-sync-{time.time_ns()}")
+        previous = folder / f"pre-sync-{time.time_ns()}"
         os.rename(mirror, previous)
     os.replace(link, mirror)  # atomic: readers see the old tree or the new one
-    keep = {final.name, Path(previous).name if previous else ""}
-    for old in folder.iterdir():
-        if not old.name.startswith(".") and old.name not in keep:
-            shutil.rmtree(old, ignore_errors=True)
+    _prune(folder, final, previous, keep_previous)
+
+
+def _served_tree(mirror: Path) -> Path | None:
+    """The tree the mirror link names now (one readlink, never a chain resolved)."""
+    if not mirror.is_symlink():
+        return None
+    target = Path(os.readlink(mirror))
+    return target if target.is_absolute() else mirror.parent / target
+
+
+def _prune(folder: Path, current: Path, previous: Path | None, keep_previous: int) -> None:
+    """Remove stale temp links, and old trees beyond ``keep_previous`` (the last served first kept)."""
+    for temp in folder.glob(".link-*"):
+        temp.unlink(missing_ok=True)
+    olds = sorted(
+        (p for p in folder.iterdir() if not p.name.startswith(".") and p.name != current.name),
+        key=lambda p: (previous is not None and p.name == previous.name, _stamp(p.name)),
+        reverse=True,
+    )
+    for old in olds[max(keep_previous, 0) :]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _stamp(name: str) -> int:
+    """The time_ns a tree's name ends with (0 for a name without one)."""
+    digits = re.search(r"(\d+)$", name)
+    return int(digits.group(1)) if digits else 0

@@ -106,10 +106,24 @@ def trace_row(
     }
 
 
+CLIENT_ERROR = "client_error"  # a request refused for what the client asked (a 4xx): not a service error
+CLIENT_DISCONNECTED = "client_disconnected"  # a streamed answer whose client left before its end
+
+
 def error_row(
-    *, origin: str, version: str, config_name: str, question: str, error: str, trace_id: str | None = None
+    *,
+    origin: str,
+    version: str,
+    config_name: str,
+    question: str,
+    error: str,
+    trace_id: str | None = None,
+    outcome: str = "error",
 ) -> dict:
-    """A trace for a question that failed before retrieval produced a result."""
+    """A trace for a question that failed before retrieval produced a result.
+
+    ``outcome`` is ``error`` for the service's failures and ``client_error`` for a refusal of
+    what the client asked (an unknown version): only the first counts against health."""
     return {k: None for k in TRACE_COLUMNS} | {
         "trace_id": trace_id or new_trace_id(),
         "occurred_at": _now(),
@@ -117,7 +131,7 @@ def error_row(
         "question": question,
         "index_version": version,
         "retrieval_config_name": config_name,
-        "outcome": "error",
+        "outcome": outcome,
         "error": error,
         "abstained": False,
         "degraded": False,
@@ -176,12 +190,14 @@ class TraceSink:
                 self._stream = None
 
     def health(self) -> dict[str, Any]:
+        problem = folder_problem(self.dir)
         return {
             **self.stats,
             "queued": self.queued(),
             "queue_size": self._queue.maxsize,
-            "ok": self.stats["write_errors"] == 0,
-            "last_error": self.last_error,
+            "ok": self.stats["write_errors"] == 0 and not problem,
+            "cause": "traces_unwritable" if self.stats["write_errors"] or problem else "",
+            "last_error": problem or self.last_error,
         }
 
     def _run(self) -> None:
@@ -215,7 +231,7 @@ class TraceSink:
                 self.stats["written"] += len(rows)
             except OSError as exc:
                 self.stats["write_errors"] += len(rows)
-                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                self.last_error = f"traces folder unusable: {os_error_text(exc)}"[:300]
 
     def _segment(self, incoming: int) -> Any:
         if self._stream is not None and self._stream.tell() + incoming > self.segment_max_bytes:
@@ -227,6 +243,22 @@ class TraceSink:
             name = f"{stamp}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
             self._stream = open(self.dir / name, "ab")  # noqa: SIM115 - kept open across writes
         return self._stream
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OSError without its absolute paths (health answers it to clients): the reason and the
+    last part of the file it names."""
+    name = f" ({Path(str(exc.filename)).name})" if exc.filename else ""
+    return f"{type(exc).__name__}: {exc.strerror or 'failed'}{name}"
+
+
+def folder_problem(traces_dir: Path) -> str:
+    """Why traces cannot be written to ``traces_dir`` ("" when they can, or it can be made)."""
+    if traces_dir.exists() and not traces_dir.is_dir():
+        return "traces folder unusable: <home>/traces exists and is not a folder"
+    if traces_dir.is_dir() and not os.access(traces_dir, os.W_OK | os.X_OK):
+        return "traces folder unusable: <home>/traces is not writable"
+    return ""
 
 
 def read_traces(traces_dir: Path | str, *, last: int | None = None, where: str = "") -> Any:

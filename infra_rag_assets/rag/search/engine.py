@@ -75,7 +75,8 @@ def _has_vectors(home: DataHome, version: str) -> bool:
 def served_model(home: DataHome, version: str, configured: str) -> str:
     """The model the version's vectors were made with, as their table records it (an adapted
     model is only known once its build trained it), else the configured one. A recorded directory
-    under another home's ``models/`` is looked up under this home's (a copied or re-mounted home).
+    under another home's ``models/`` is taken from this home's when it has it (a copied or
+    re-mounted home loads its own files, not the original's, which may change or go).
     Opening the vector searcher then refuses any model whose weights differ from the recorded ones."""
     from pathlib import Path
 
@@ -85,7 +86,7 @@ def served_model(home: DataHome, version: str, configured: str) -> str:
         return configured
     recorded = read_model_info(home.vectors_uri(), version).get("model_id") or configured
     path = Path(recorded)
-    if path.is_absolute() and not path.is_dir() and "models" in path.parts:
+    if path.is_absolute() and "models" in path.parts:  # this home's copy first, even if the original exists
         parts = path.parts[len(path.parts) - 1 - path.parts[::-1].index("models") :]
         if home.root.joinpath(*parts).is_dir():
             return str(home.root.joinpath(*parts))

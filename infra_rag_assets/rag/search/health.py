@@ -153,9 +153,13 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
-    """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
-    from ..operate.traces import read_traces
+    """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin), or an unusable folder.
 
+    Only ``error`` counts: a ``client_error`` (a 4xx, what a client asked) never does."""
+    from ..operate.traces import folder_problem, read_traces
+
+    if problem := folder_problem(home.traces_dir()):
+        return {"ok": False, "cause": "traces_unwritable", "traces": 0, "errors": 0, "detail": problem}
     recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
     total, errors = recent.height, int((recent["outcome"] == "error").sum())
     return {

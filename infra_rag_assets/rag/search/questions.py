@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,24 @@ def clean_question(value: Any, *, where: str = "question") -> str:
     if len(value) > MAX_QUESTION_CHARS:
         raise QuestionError(f"{where} is {len(value)} characters; the limit is {MAX_QUESTION_CHARS}")
     text = value.strip()
-    if not text:
-        raise QuestionError(f"{where} is blank")
+    if not text or not visible(text):
+        raise QuestionError(f"{where} is blank" + (" (only invisible characters)" if text else ""))
     if "\x00" in text:
         raise QuestionError(f"{where} contains a NUL character")
     return text
+
+
+# Characters that draw nothing although str.isspace() says no: zero-width space/joiners, BOM,
+# word joiner, soft hyphen (all category Cf), and the Hangul and Braille blank "letters".
+INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` holds a character that shows (not whitespace, format or control)."""
+    return any(
+        not ch.isspace() and ch not in INVISIBLE_LETTERS and unicodedata.category(ch) not in ("Cf", "Cc", "Zs")
+        for ch in text
+    )
 
 
 def read_batch(path: str) -> list[dict]:
