@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from infra_rag_assets.defs.lineage import lineage_table, materialization_path, upstream_of
+from infra_rag_assets.control.stages import asset_graph
+from infra_rag_assets.defs.asset_lineage import lineage_table, materialization_path, upstream_of
 from infra_rag_assets.defs.reporting import run_link
 
 pytestmark = pytest.mark.unit
 
 
 def test_upstream_comes_from_the_graph_with_every_stage():
-    upstream = upstream_of("eval_run")
+    upstream = upstream_of(asset_graph(), "eval_run")
     assert {"source_pages", "chunks", "domain_model", "vectors", "lexical_index", "support_judge"} <= set(upstream)
     assert "eval_run" not in upstream and upstream.index("chunks") < upstream.index("domain_model")
-    assert upstream_of("release")[-1] == "eval_run"
+    assert upstream_of(asset_graph(), "release")[-1] == "eval_run"
 
 
 def test_links_are_relative_unless_a_ui_prefix_is_set(monkeypatch):

@@ -124,9 +124,10 @@ def _resolve_ref(instance, warehouse, ref: str, regime: str) -> tuple[str, dict]
 
 
 def _materializations(instance, version: str) -> list[dict]:
-    from ..defs.lineage import upstream_lineage, upstream_of
+    from ..control.stages import asset_graph
+    from ..defs.asset_lineage import upstream_lineage, upstream_of
 
-    return upstream_lineage(instance, version, [*upstream_of("release"), "release"])
+    return upstream_lineage(instance, version, [*upstream_of(asset_graph(), "release"), "release"])
 
 
 def _print_chain(chain: dict) -> None:

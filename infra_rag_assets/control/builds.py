@@ -20,9 +20,9 @@ from .. import settings
 from ..defs.operate.serving import SERVING_JOBS, ServingDecision, serving_decision, serving_run_config
 from ..defs.partitions import index_version
 from ..defs.resources import BuildResource, DataHomeResource, EmbedderResource
+from ..defs.stage_graph import build_job_name
 from ..package_data import dagster_yaml_template
 from ..rag.index.config import claim_version
-from .graph import build_job_name
 from .runs import RunOutcome, launch, release_dead_builds, run_job, wait_until_created
 from .stages import job_for, stage_order, stages_for
 

@@ -1,6 +1,6 @@
 """Build stages as the assembled code location sees them: stage order, ``--through/--from``
 selections, the job covering a selection, and jobs by name, all resolved from the Definitions'
-asset graph (control/graph.py does the graph work; this module only binds it to ``defs``).
+asset graph (defs/stage_graph.py does the graph work; this module only binds it to ``defs``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 import dagster as dg
 
 from ..definitions import defs
-from .graph import CHAIN_END, build_job_name, chain_targets, through_selection, toposorted
+from ..defs.stage_graph import CHAIN_END, build_job_name, chain_targets, through_selection, toposorted
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""Build jobs: one per stage a build can stop at, derived from the asset graph (control/graph.py).
+"""Build jobs: one per stage a build can stop at, derived from the asset graph (defs/stage_graph.py).
 
 Each ``--through X`` target is a job in the Definitions, ``build_<X>``, selecting X and
 everything upstream of it, so every build (CLI in-process, CLI ``--submit`` through the run
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from ..control.graph import CHAIN_END, build_job_name, chain_targets, through_selection
+from .stage_graph import CHAIN_END, build_job_name, chain_targets, through_selection
 
 
 def build_jobs(assets: list) -> list[dg.UnresolvedAssetJobDefinition]:

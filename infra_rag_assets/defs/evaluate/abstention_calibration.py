@@ -21,7 +21,7 @@ from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
 from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
 from ...rag.search.retrieval_settings import DEFAULT_FLOOR
-from ..lineage import upstream_lineage
+from ..asset_lineage import upstream_lineage
 from ..partitions import index_version
 from ..reporting import md_table
 from ..resources import DataHomeResource

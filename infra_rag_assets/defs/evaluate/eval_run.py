@@ -38,7 +38,7 @@ from ...rag.evaluate.eval_tables import (
 from ...rag.evaluate.evaluation import REGIMES, scorecard
 from ...rag.judge.version_judge import load_version_judge
 from ...rag.search.retrieval_settings import RetrievalSettings
-from ..lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
+from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
 from ..resources import DataHomeResource
@@ -99,7 +99,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    lineage = upstream_lineage(context.instance, version, upstream_of("eval_run"))
+    lineage = upstream_lineage(context.instance, version, upstream_of(context.repository_def.asset_graph, "eval_run"))
     # Retrieval scores do not depend on the answer judge (answers key on its identity instead),
     # so a version whose judge is not built yet still reuses identical retrieval rows.
     retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k != "support_judge"}

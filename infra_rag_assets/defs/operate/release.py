@@ -16,7 +16,7 @@ import polars as pl
 
 from ...rag.evaluate.eval_tables import gate_outcomes, headline, metric_table_for
 from ...rag.operate import releases
-from ..lineage import lineage_table, upstream_lineage, upstream_of
+from ..asset_lineage import lineage_table, upstream_lineage, upstream_of
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
 from ..resources import DataHomeResource
@@ -48,7 +48,7 @@ def release(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Ma
     version = context.partition_key
     _refuse_unless_approved(store, version)
     numbers = headline_metrics(store.data_home().warehouse(), version)
-    lineage = upstream_lineage(context.instance, version, upstream_of("release"))
+    lineage = upstream_lineage(context.instance, version, upstream_of(context.repository_def.asset_graph, "release"))
     return dg.MaterializeResult(
         metadata={
             **floats(numbers),

@@ -3,7 +3,8 @@
 eval_run, abstention_calibration and release record which materialization of each upstream
 asset they were computed from (run id, data version, time); the CLI's ``lineage`` command
 prints the same facts. The data versions are content hashes, so they also key content reuse.
-Which assets are upstream comes from the asset graph (``control.stages``), never a list here.
+Which assets are upstream comes from the asset graph the caller passes (an asset's
+``context.repository_def.asset_graph``, or ``control.stages.asset_graph()``), never a list here.
 Links are relative to the UI's root, so they work on any host and port the UI is served on.
 """
 
@@ -13,14 +14,11 @@ from urllib.parse import quote, urlencode
 import dagster as dg
 
 from .reporting import ui_path
+from .stage_graph import toposorted, upstream_closure
 
 
-def upstream_of(asset: str) -> list[str]:
-    """Every asset upstream of ``asset`` in the code location's graph, in build order."""
-    from ..control.graph import toposorted, upstream_closure
-    from ..control.stages import asset_graph  # imports the Definitions: only at run time
-
-    graph = asset_graph()
+def upstream_of(graph, asset: str) -> list[str]:
+    """Every asset upstream of ``asset`` in ``graph`` (a resolved asset graph), in build order."""
     keys = upstream_closure(graph, asset) - {dg.AssetKey(asset)}
     return toposorted(graph, keys)
 
