@@ -12,7 +12,7 @@ import dagster as dg
 
 from . import settings
 from .defs import jobs
-from .defs.evaluate import abstention_calibration, eval_run, page_ranker, support_judge
+from .defs.evaluate import abstention_calibration, answer_reader, eval_run, page_ranker, support_judge
 from .defs.index import chunks, indexes, models
 from .defs.ingest import documents, source_pages
 from .defs.operate import automation, operations, release, served_traces, upstream
@@ -28,6 +28,7 @@ ASSETS = [
     abstention_calibration.abstention_calibration,
     page_ranker.page_ranker,
     support_judge.support_judge,
+    answer_reader.answer_reader,
     eval_run.eval_run,
     release.release,
     release.serving_release,

@@ -16,6 +16,7 @@ from ..rag.ingest.sources import PROJECTS
 from ..rag.judge.batch import MAX_PASSAGES as MAX_JUDGE_PASSAGES
 from ..rag.search.engine import MODE_CONFIGS
 from ..rag.search.questions import MAX_QUESTION_CHARS, NON_BLANK_PATTERN, clean_question
+from ..rag.answer.answerers import AnswererName
 from ..rag.search.retrieval_settings import NAMED_CONFIGS
 
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]
@@ -60,7 +61,10 @@ class SearchRequest(BaseModel):
 
 class AnswerRequest(SearchRequest):
     k: int = Field(default=6, ge=1, le=20)
-    offline: bool = Field(default=False, description="extractive answer even when Claude is configured")
+    offline: bool = Field(default=False, description="an offline answer (not Claude) even when Claude is configured")
+    answerer: AnswererName | None = Field(
+        default=None, description="which answerer answers (default: claude when configured, else reader)"
+    )
 
 
 class HitModel(BaseModel):
@@ -101,6 +105,7 @@ class AnswerResponse(BaseModel):
     usage: dict[str, Any]
     latency_ms: float
     stop_reason: str
+    short_answer: str = Field(default="", description="the reader's answer span(s), stated before the evidence")
     sources: str
 
 

@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .extractive import sentence_spans
 from .prompts import ABSTENTION
-from .reader_model import Span
 from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
+
+if TYPE_CHECKING:
+    from .reader_model import Span
 
 READER_METHOD = "reader"
 MAX_PASSAGES = 8  # retrieval order: the packed context, never 10,000 forward passes
