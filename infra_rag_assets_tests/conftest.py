@@ -17,6 +17,7 @@ from infra_rag_assets import settings
 os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 # Likewise the support judge trains on a few hundred pairs in fixture builds (seconds, not minutes).
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
+os.environ.setdefault("INFRA_RAG_READER_EXAMPLES", "96")  # the reader trains seconds (quality is not under test)
 
 # The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
 # Made absolute in the environment, so servers and builds the tests start elsewhere (dagster dev,

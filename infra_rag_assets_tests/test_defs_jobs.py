@@ -39,6 +39,7 @@ def test_stage_order_is_the_graphs_topological_order():
             "chunks",
             [
                 "chunks",
+                "answer_reader",
                 "domain_model",
                 "lexical_index",
                 "support_judge",

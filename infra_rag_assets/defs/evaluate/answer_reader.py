@@ -83,8 +83,11 @@ def answer_reader(
         rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
         made = build_examples(rows, chunks, negatives_per_positive=recipe.negatives_per_positive, seed=recipe.seed)
         context.log.info(f"reader examples {made.composition} in {time.perf_counter() - started:.1f}s")
-        if not any(e.start >= 0 for e in made.examples):
-            raise dg.Failure(f"no train answer could be located in {version}'s chunks: {made.composition}")
+        if not any(e.start >= 0 for e in made.examples):  # offline answers stay extractive
+            context.log.warning(f"no train answer located in {version}'s chunks: {made.composition}; no reader")
+            return dg.MaterializeResult(metadata={"key": key, "trained": False,
+                                                  "composition": dg.MetadataValue.json(made.composition)},
+                                        data_version=dg.DataVersion("no-reader"))  # fmt: skip
         target.parent.mkdir(parents=True, exist_ok=True)
         train_reader(base, made.examples, target, recipe, device=config.device,
                      progress=training_progress(context, "reader training"),

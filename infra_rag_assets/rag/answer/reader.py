@@ -33,7 +33,7 @@ MAX_PASSAGES = 8  # retrieval order: the packed context, never 10,000 forward pa
 MAX_LIST = 3
 DEFAULT_FLOOR = 0.5  # calibrated P(span is the answer) under which the reader abstains
 _SEVERAL = re.compile(
-    r"\b(which|what)\s+(are|were|two|three|four|kinds?|types?|ways?|fields?|options?|steps?)\b|\blist\b|\bname\s+(the|two|three)\b",
+    r"\b(which|what)\s+(are|were|two|three|four|kinds|types|ways|fields|options|steps)\b|\blist\b|\bname\s+(the|two|three)\b",
     re.I,
 )
 
