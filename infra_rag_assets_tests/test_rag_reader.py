@@ -111,7 +111,9 @@ def test_registry_names_one_default(monkeypatch):
     with pytest.raises(ValueError):
         resolve_answerer("oracle")
     # no reader loaded: the offline answer is the extractive one, and says so
-    assert answer("What is the default maxSurge?", [Passage("c", "d", DEPLOY)], answerer="reader").method == "extractive"
+    assert (
+        answer("What is the default maxSurge?", [Passage("c", "d", DEPLOY)], answerer="reader").method == "extractive"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..rag.answer.answerers import AnswererName
 from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
 from ..rag.judge.batch import MAX_PASSAGES as MAX_JUDGE_PASSAGES
 from ..rag.search.engine import MODE_CONFIGS
 from ..rag.search.questions import MAX_QUESTION_CHARS, NON_BLANK_PATTERN, clean_question
-from ..rag.answer.answerers import AnswererName
 from ..rag.search.retrieval_settings import NAMED_CONFIGS
 
 Project = Literal[tuple(sorted(PROJECTS))]  # type: ignore[valid-type]

@@ -47,7 +47,9 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
     except (ValueError, KeyError) as exc:
         return None, f"unreadable reader pointer {path.name}: {exc}"
     folder = home.cache("readers").path(key)
-    return (folder, f"answer reader {key}") if folder.is_dir() else (None, f"reader {key} missing under {folder.parent}")
+    return (
+        (folder, f"answer reader {key}") if folder.is_dir() else (None, f"reader {key} missing under {folder.parent}")
+    )
 
 
 def write_reader_pointer(home, version: str, key: str, record: dict) -> Path:

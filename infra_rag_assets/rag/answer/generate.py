@@ -26,8 +26,8 @@ import anthropic
 from anthropic.types import DocumentBlockParam, Message, TextBlockParam
 
 from ... import settings
-from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .answerers import resolve_answerer
+from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
 from .reader import Reader, answer_reader
 from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
 if TYPE_CHECKING:
     from .reader_model import Span
 
-READER_METHOD = "reader"
+READER_METHOD: Literal["reader"] = "reader"
 MAX_PASSAGES = 8  # retrieval order: the packed context, never 10,000 forward passes
 MAX_LIST = 3
 DEFAULT_FLOOR = 0.5  # calibrated P(span is the answer) under which the reader abstains
@@ -78,7 +78,7 @@ class Reader:
             return []
         found = read_spans(self.model, self.tokenizer, question, texts, self.max_length, self.max_span_tokens,
                            self.device, top=top)  # fmt: skip
-        probs = self.platt.apply(np.array([[s.margin] for s in found])) if found else []
+        probs = self.platt.apply(np.array([[s.margin] for s in found])) if found else np.zeros(0)
         return [ScoredSpan(s, float(p), texts[s.passage][s.start : s.end]) for s, p in zip(found, probs)]
 
 

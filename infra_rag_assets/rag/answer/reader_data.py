@@ -146,5 +146,6 @@ def build_examples(rows: Sequence[Mapping], chunks: Sequence[Mapping], *, negati
 def split_by_page(examples: Sequence[SpanExample], share: float, seed: int) -> tuple[list, list]:
     """(train, dev): ``share`` of the pages, all their examples, held out for choices and calibration."""
     pages = sorted({e.doc_id for e in examples})
-    held = set(random.Random(seed).sample(pages, max(1, int(len(pages) * share)))) if pages else set()
+    count = min(max(1, int(len(pages) * share)), len(pages) - 1)  # never every page: something trains
+    held = set(random.Random(seed).sample(pages, count)) if count > 0 else set()
     return [e for e in examples if e.doc_id not in held], [e for e in examples if e.doc_id in held]

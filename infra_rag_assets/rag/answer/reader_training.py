@@ -117,14 +117,14 @@ def fit(model: SpanReader, tokenizer: Any, examples: Sequence[SpanExample], reci
             "loss_last_20": round(float(np.mean(losses[-20:])), 4) if losses else None}  # fmt: skip
 
 
-def read_spans(model: SpanReader, tokenizer: Any, question: str, passages: Sequence[str], recipe_max_length: int,
-               max_span_tokens: int, device: torch.device, batch_size: int = 16, top: int = 5) -> list[Span]:  # fmt: skip
+def read_spans(model: SpanReader, tokenizer: Any, question: str, passages: Sequence[str], max_length: int,
+               max_span_tokens: int, device: Any, batch_size: int = 16, top: int = 5) -> list[Span]:  # fmt: skip
     """Every passage's best spans against its null answer, best margin first."""
     out: list[Span] = []
     with torch.inference_mode():
         for a in range(0, len(passages), batch_size):
             chunk = list(passages[a : a + batch_size])
-            enc = encode_pairs(tokenizer, [question] * len(chunk), chunk, recipe_max_length)
+            enc = encode_pairs(tokenizer, [question] * len(chunk), chunk, max_length)
             s, e = model(**{k: enc[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")})
             s, e = s.float().cpu().numpy(), e.float().cpu().numpy()
             for r in range(len(chunk)):
