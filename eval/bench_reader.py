@@ -57,6 +57,8 @@ def summarise(rows: list[dict], prefix: str) -> dict:
         "citation_validity": mean([float(r[f"{prefix}_exact"]) for r in answered]),
     }
     if prefix == "reader":
+        forced = [r["reader_forced_f1"] or 0.0 for r in rows if r["has_reference"]]
+        out["token_f1_forced_top_span"] = mean(forced)
         out["token_f1_full_text"] = mean([r["reader_f1_full"] or 0.0 for r in rows if r["has_reference"]])
         ms = sorted(r["reader_ms"] for r in rows)
         out["ms_beyond_retrieval_p50"] = ms[len(ms) // 2] if ms else None
@@ -125,6 +127,9 @@ def run(engine, name: str, reader, limit: int, config: str) -> tuple[dict, list[
             "reader_f1": r and r[0], "reader_recall": r and r[1], "reader_f1_full": rf and rf[0],
             "reader_exact": exact(red, hits), "reader_ms": reader_ms,
             "reader_top": red.candidates[0] if red.candidates else None,
+            # diagnostic, not tuned on: the top span's F1 had the reader been forced to answer
+            "reader_forced_f1": (token_f1_recall(red.candidates[0]["text"], ref) or (0.0, 0.0))[0]
+            if ref and red.candidates else None,
         }  # fmt: skip
         case = cases.get(record.id)
         if case is not None:

@@ -32,6 +32,10 @@ READER_METHOD: Literal["reader"] = "reader"
 MAX_PASSAGES = 8  # retrieval order: the packed context, never 10,000 forward passes
 MAX_LIST = 3
 DEFAULT_FLOOR = 0.5  # calibrated P(span is the answer) under which the reader abstains
+# a reader is the default offline answerer only when it learnt: span F1 and a margin that ranks
+# right answers over wrong ones on its dev pages (else the extractive answerer serves by default)
+MIN_DEV_SPAN_F1 = 0.45
+MIN_DEV_AUROC = 0.65
 _SEVERAL = re.compile(
     r"\b(which|what)\s+(are|were|two|three|four|kinds|types|ways|fields|options|steps)\b|\blist\b|\bname\s+(the|two|three)\b",
     re.I,
@@ -68,6 +72,10 @@ class Reader:
         self.platt = Platt.from_dict(record["calibration"])
         self.floor = float(record.get("floor", DEFAULT_FLOOR))
         self.model_id = f"reader-{record.get('key', folder.name)}"
+        dev = record.get("dev") or {}
+        self.usable = (dev.get("dev_span_f1") or 0) >= MIN_DEV_SPAN_F1 and (
+            dev.get("dev_margin_auroc") or 0
+        ) >= MIN_DEV_AUROC
 
     def spans(self, question: str, passages: Sequence[str], top: int = 5) -> list[ScoredSpan]:
         """The best spans over ``passages``, best first, each with its calibrated probability."""

@@ -123,10 +123,10 @@ def answer_or_reuse(
 def eval_answerers(engine) -> list[str]:
     """Who answers the benchmarks: the serving answerer first (its rows carry the benchmark's
     name and feed the gates), then the reader and the extractive answerer for comparison (rows
-    named ``bench[answerer]``); the reader only where the version has one."""
+    named ``bench[answerer]``); the reader only where the version has one, learnt or not."""
     serving = resolve_answerer(None)
-    if serving == "reader" and engine.reader() is None:
-        serving = "extractive"
+    if serving == "reader" and engine.answerer_args()["reader"] is None:
+        serving = "extractive"  # no reader, or one that did not learn: the default answers extractively
     others = [a for a in ("reader", "extractive") if a != serving and (a != "reader" or engine.reader() is not None)]
     return [serving, *others]
 

@@ -266,7 +266,10 @@ class QueryEngine:
         from ..answer.answerers import resolve_answerer
 
         name = resolve_answerer(answerer, use_claude)
-        return {"answerer": name, "reader": self.reader() if name == "reader" else None}
+        reader = self.reader() if name == "reader" else None
+        if reader is not None and answerer is None and not reader.usable:
+            reader = None  # by default only a reader that learnt (dev F1, AUROC) answers
+        return {"answerer": name, "reader": reader}
 
     def reader(self) -> Any:
         """The version's trained answer reader (loaded once), or None: offline answers are then extractive."""
