@@ -31,15 +31,11 @@ def resolve_answerer(answerer: str | None = None, use_claude: bool | None = None
     return "claude" if claude else OFFLINE_DEFAULT
 
 
-def reader_pointer(snapshot: Path) -> Path:
-    return snapshot / POINTER
-
-
 def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
     """(folder, note): the trained reader the version's pointer names, or (None, why not)."""
     import json
 
-    path = reader_pointer(home.version(version).snapshot)
+    path = home.version(version).snapshot / POINTER
     if not path.is_file():
         return None, f"no answer reader for {version}: materialize answer_reader first"
     try:
@@ -53,11 +49,6 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
 
 
 def write_reader_pointer(home, version: str, key: str, record: dict) -> Path:
-    import json
+    from ..judge.version_judge import write_pointer
 
-    path = reader_pointer(home.version(version).snapshot)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{POINTER}.tmp")
-    staging.write_text(json.dumps({"key": key, **record}, indent=1))
-    staging.replace(path)
-    return path
+    return write_pointer(home, version, key, record, name=POINTER)
