@@ -25,8 +25,8 @@ from pathlib import Path
 
 from infra_rag_assets.package_data import benchmarks_dir
 from infra_rag_assets.rag.answer.extractive import answer_extractive
+from infra_rag_assets.rag.answer.overlap import token_f1_recall
 from infra_rag_assets.rag.answer.reader import answer_reader, load_reader_folder
-from infra_rag_assets.rag.evaluate.answer_metrics import token_f1_recall
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.safety import check_answer, load_cases
 from infra_rag_assets.rag.operate.home import DataHome

@@ -18,8 +18,8 @@ import dataclasses
 import json
 import time
 
-from infra_rag_assets.defs.index.models import model_for_version, train_version_model
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource
+from infra_rag_assets.rag.adapt.version_model import model_for_version, train_version_model
 from infra_rag_assets.rag.index.config import BuildSettings
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--max-seq-length", type=int)
     args = parser.parse_args()
-    store = DataHomeResource(home=args.home)
+    home = DataHomeResource(home=args.home).data_home()
     recipe = BuildResource(adapt=True).recipe()
     overrides = {
         "labelled_examples": args.labelled,
@@ -41,11 +41,11 @@ def main() -> None:
         "max_seq_length": args.max_seq_length,
     }
     recipe = dataclasses.replace(recipe, **{k: v for k, v in overrides.items() if v is not None})
-    recorded = BuildSettings.from_dict(store.data_home().warehouse().version_config(args.version) or {})
+    recorded = BuildSettings.from_dict(home.warehouse().version_config(args.version) or {})
     config = dataclasses.replace(recorded, adaptation=recipe)
-    model = model_for_version(store, args.version, config)
+    model = model_for_version(home, args.version, config)
     print(f"model {model.key}: {model.model_id}", flush=True)
-    if model.directory(store).exists():
+    if model.directory(home).exists():
         print("exists: nothing to train")
         return
     started = time.perf_counter()
@@ -56,7 +56,7 @@ def main() -> None:
             last[0] = time.monotonic()
             print(f"step {step}/{total} loss {loss:.4f} {time.perf_counter() - started:.0f}s", flush=True)
 
-    record = train_version_model(store, args.version, config, model, progress=progress)
+    record = train_version_model(home, args.version, config, model, progress=progress)
     keep = (
         "examples",
         "composition",

@@ -1,5 +1,9 @@
 """The files the package ships beside its code (``infra_rag_assets/data/``), found through
-``importlib.resources`` so an installed wheel runs from any directory, never a checkout.
+``importlib.resources`` so an installed wheel runs from any directory.
+
+``workspace.yaml`` and ``dagster.yaml`` are kept once, at the repository root, where ``dagster
+dev`` looks for them; the build (setup.py) copies them into the wheel's ``data/``. So they are
+found in the package when it is installed from a wheel, else beside it in the checkout.
 
 Every default the settings name (gates, canary, sources, benchmarks, the Dagster instance
 template and workspace) comes from here; settings.py decides whether an override applies.
@@ -38,11 +42,18 @@ def default_canary_file() -> Path:
     return data_path("canary.yaml")
 
 
+def root_file(name: str) -> Path:
+    """A file kept at the repository root and shipped in the wheel: the installed copy, else the
+    checkout's (the folder holding the package; an editable install or ``PYTHONPATH``)."""
+    shipped = data_path(name)
+    return shipped if shipped.is_file() else data_path().parent.parent / name
+
+
 def dagster_yaml_template() -> Path:
     """The embedded instance's dagster.yaml, copied into a new DAGSTER_HOME by the CLI."""
-    return data_path("dagster.yaml")
+    return root_file("dagster.yaml")
 
 
 def workspace_yaml() -> Path:
     """The workspace ``dagster job launch`` and ``dagster dev`` load the Definitions through."""
-    return data_path("workspace.yaml")
+    return root_file("workspace.yaml")

@@ -56,6 +56,12 @@ example muting warning alerts for a cluster while a critical cluster-down alert 
 </article></main></body></html>"""
 
 
+def load_factor() -> float:
+    """How many runnable processes each core has now, at least 1: waits on subprocess work scale
+    by it, so a limit set on a quiet machine still holds on a busy one (load 12 on 2 cores: 6)."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def require_corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"real corpus not found at {CORPUS}")

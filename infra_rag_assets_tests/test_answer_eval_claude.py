@@ -9,8 +9,8 @@ import anthropic
 import httpx2
 import pytest
 
-from infra_rag_assets.rag.evaluate.answer_eval import answer_benchmark
-from infra_rag_assets.rag.evaluate.answer_plan import citation_lookup
+from infra_rag_assets.rag.evaluate.answers.answer_eval import answer_benchmark
+from infra_rag_assets.rag.evaluate.answers.answer_plan import citation_lookup
 from infra_rag_assets.rag.evaluate.benchmarks import BenchRecord
 from infra_rag_assets.rag.judge.version_judge import load_version_judge
 from infra_rag_assets.rag.operate.home import DataHome

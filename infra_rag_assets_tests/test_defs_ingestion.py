@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import dagster as dg
 import pytest
 
 from infra_rag_assets.control.builds import materialize_version, register_version
@@ -73,9 +72,3 @@ def test_version_records_its_configuration(pipeline_env):
     assert {s["name"] for s in config["sources"]} >= {"kubernetes", "cncf-whitepapers"}
     assert all(s["fingerprint"] for s in config["sources"])
     assert config["model_id"] == "all-MiniLM-L6-v2" and config["parsers"]["pdf_files"].startswith("pdf@")
-
-
-def test_definitions_load():
-    from infra_rag_assets.definitions import defs
-
-    dg.Definitions.validate_loadable(defs)

@@ -17,7 +17,7 @@ from conftest import OFF_FIXTURE, PAGE, TRAIN_SPLIT
 from infra_rag_assets.cli.main import without_adaptation
 from infra_rag_assets.control.builds import materialize_version, register_version
 from infra_rag_assets.control.stages import index_stages
-from infra_rag_assets.defs.index.models import domain_model
+from infra_rag_assets.defs.index.domain_model import domain_model
 from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
 from infra_rag_assets.rag.adapt.training_set import CHUNK_FIELDS, model_key, training_set
 from infra_rag_assets.rag.index.config import AdaptRecipe, BuildSettings

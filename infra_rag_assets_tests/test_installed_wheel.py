@@ -1,7 +1,10 @@
 """The wheel, installed into a fresh venv outside the checkout, builds and serves on its own.
 
-The venv sees the shared environment's packages (``--system-site-packages``: torch, dagster and
-the rest are not reinstalled) and gets this checkout's wheel with ``--no-deps``. Every command
+The venv sees the packages of the environment the suite runs in (torch, dagster and the rest are
+not reinstalled) and gets this checkout's wheel with ``--no-deps``. Not ``--system-site-packages``:
+run from a virtualenv, that exposes the *base* interpreter's packages, not the suite's. A ``.pth``
+file in the new venv adds the suite's own site folders instead (``suite_site_lines``), after the
+venv's, so the wheel installed there is the one imported. Every command
 runs from an empty temporary directory with PYTHONPATH unset, so gates, canary, benchmarks, the
 dagster.yaml template and workspace.yaml can only come from the installed package's data.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 import zipfile
@@ -30,6 +34,35 @@ FIXTURE_GATES = """gates:
   - {name: wheel-smoke-hit10, metric: hit@10, regime: serving, slice: own_labelled/overall,
      comparison: floor, threshold: 0.0, severity: critical}
 """
+
+
+def suite_site_dirs() -> list[str]:
+    """The site folders of the interpreter running the suite: its virtualenv's (and, when that venv
+    was made with system site packages, the base ones after them), or the system interpreter's,
+    and the user site when it is enabled: exactly where its packages come from."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def suite_site_lines(dirs: list[str]) -> str:
+    """A ``.pth`` body adding ``dirs`` as site folders (``site.addsitedir``), so their own ``.pth``
+    files run too, as they do for the suite's interpreter."""
+    return "".join(f"import site; site.addsitedir({d!r})\n" for d in dirs)
+
+
+def test_suite_site_lines_add_each_folder_as_a_site_dir(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "extra.pth").write_text(str(tmp_path / "from_pth") + "\n")
+    (tmp_path / "from_pth").mkdir()
+    body = suite_site_lines([str(tmp_path / "a")])
+    probe = "import json, sys; print(json.dumps([p for p in sys.path if p.startswith(sys.argv[1])]))"
+    (tmp_path / "probe.pth").write_text(body)
+    code = f"import site; site.addsitedir({str(tmp_path)!r}); {probe}"
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [str(tmp_path), str(tmp_path / "a"), str(tmp_path / "from_pth")]
+    assert sys.prefix == sys.base_prefix or any(d.startswith(sys.prefix) for d in suite_site_dirs())
 
 
 def _run(*command: str | Path, env: dict, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -57,8 +90,10 @@ def installed(tmp_path_factory) -> dict:
     assert not [n for n in names if n.startswith("infra_rag_assets_tests")]
     assert {"infra_rag_assets/data/gates.yaml", "infra_rag_assets/data/benchmarks/answer_labels.jsonl"} <= set(names)
     venv = base / "venv"
-    made = _run(sys.executable, "-m", "venv", "--system-site-packages", venv, env=dict(os.environ), cwd=base)
+    made = _run(sys.executable, "-m", "venv", venv, env=dict(os.environ), cwd=base)
     assert made.returncode == 0, made.stderr[-2000:]
+    [venv_site] = (venv / "lib").glob("python3*/site-packages")
+    (venv_site / "zz_suite_env.pth").write_text(suite_site_lines(suite_site_dirs()))
     install = ["install", "-q", "--no-deps", "--no-index", "--ignore-installed", wheel]
     pip = _run(venv / "bin" / "python", "-m", "pip", *install, env=dict(os.environ), cwd=base)
     assert pip.returncode == 0, pip.stderr[-2000:]

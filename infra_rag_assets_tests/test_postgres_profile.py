@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_fixture_corpus, write_fixture_sources
+from conftest import load_factor, make_fixture_corpus, write_fixture_sources
 from pg_server import pg_server  # noqa: F401 - fixture
 
 from infra_rag_assets.package_data import workspace_yaml
@@ -192,18 +192,35 @@ def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon
     ), runs
 
     def finished():
+        """Each run's lexical_index step window, once every run succeeded and logged both ends of
+        it; a failed run fails the test with its step failures, not a missing event later."""
         states = _runs(site)
-        failed = [r for r, (_, s) in states.items() if s in ("FAILURE", "CANCELED")]
-        assert not failed, f"runs failed: {failed}"
-        return all(s == "SUCCESS" for _, s in states.values()) and states
+        failed = {r: s for r, (_, s) in states.items() if s in ("FAILURE", "CANCELED")}
+        assert not failed, f"runs failed: {failed}\n" + "\n".join(_failures(site, r) for r in failed)
+        if not all(s == "SUCCESS" for _, s in states.values()):
+            return None
+        steps = {r: _steps(site, r, "lexical_index") for r in states}
+        return all({"STEP_START", "STEP_SUCCESS"} <= set(s) for s in steps.values()) and steps
 
-    _wait(finished, "both queued builds to succeed", daemon=daemon)
-    windows = sorted((s["STEP_START"], s["STEP_SUCCESS"]) for s in (_steps(site, r, "lexical_index") for r in runs))
+    what = "both queued builds to succeed and log their lexical_index steps"
+    steps = _wait(finished, what, timeout=TIMEOUT_S * load_factor(), daemon=daemon)
+    windows = sorted((steps[r]["STEP_START"], steps[r]["STEP_SUCCESS"]) for r in runs)
     assert len(windows) == 2 and windows[0][1] <= windows[1][0], f"tantivy_writer steps overlapped: {windows}"
     pools = dict(_sql(site, "SELECT concurrency_key, count(*) FROM concurrency_slots GROUP BY concurrency_key"))
     assert pools.get("tantivy_writer") == 1
     partitions = {v for (v,) in _sql(site, "SELECT value FROM run_tags WHERE key = 'dagster/partition'")}
     assert partitions == set(versions)
+
+
+def _failures(site, run_id: str) -> str:
+    """The step and run failure events of ``run_id``, one line each (what a failed run says)."""
+    rows = _sql(
+        site,
+        "SELECT step_key, dagster_event_type, event FROM event_logs WHERE run_id = %s AND dagster_event_type IN "
+        "('STEP_FAILURE', 'RUN_FAILURE') ORDER BY id",
+        (run_id,),
+    )
+    return "\n".join(f"{run_id[:8]} {step or ''} {kind}: {event[-1500:]}" for step, kind, event in rows)
 
 
 def _worker_pid(site, run_id: str) -> int | None:

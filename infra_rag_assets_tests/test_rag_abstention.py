@@ -27,31 +27,24 @@ pytestmark = pytest.mark.unit
 
 
 class FakeVocabulary:
-    """ident terms and stemmed prose terms the 'corpus' holds; near = one edit away."""
+    """ident terms and stemmed prose terms the 'corpus' holds, and the words that are near a corpus
+    term (a typo). Tantivy's fuzzy match itself is tested on a real index
+    (test_rag_lexical_store.py, ``LexicalSearcher.has_near_term``); here it is a given."""
 
-    def __init__(self, ident=(), prose=()):
-        self.ident, self.prose = set(ident), set(prose)
+    def __init__(self, ident=(), prose=(), near=()):
+        self.ident, self.prose, self.near = set(ident), set(prose), set(near)
 
     def doc_freq(self, field, term):
         return int(term in (self.ident if field == "ident" else self.prose))
 
     def has_near_term(self, field, term, distance=1):
-        return any(_one_edit(term, known) for known in self.ident)
-
-
-def _one_edit(a, b):
-    if a == b or abs(len(a) - len(b)) > 1:
-        return a == b
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long_ = sorted((a, b), key=len)
-    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+        return field == "ident" and term in self.near
 
 
 VOCAB = FakeVocabulary(
     ident={"deployment", "build", "images", "pod", "kubernetes", "container", "write", "back", "inside", "scale"},
     prose={"deploy", "build", "imag", "contain"},
+    near={"deploymnet"},  # one transposition from "deployment"
 )
 
 
@@ -173,7 +166,7 @@ def test_the_retriever_refuses_with_the_reason_of_floor_or_answerability():
     from infra_rag_assets.rag.search.retrieval import Retriever
 
     config = RetrievalSettings(name="t", floor=0.4, answerability=True)
-    lexical = _Lexical(ident=VOCAB.ident, prose=VOCAB.prose)
+    lexical = _Lexical(ident=VOCAB.ident, prose=VOCAB.prose, near=VOCAB.near)
     low = Retriever(catalog=CATALOG, config=config, vector_searcher=_Dense(0.3), lexical_searcher=lexical)
     assert low.search("How do I build images in a pod?").abstain_reason == "best dense cosine 0.300 < floor 0.400"
     high = Retriever(catalog=CATALOG, config=config, vector_searcher=_Dense(0.7), lexical_searcher=lexical)

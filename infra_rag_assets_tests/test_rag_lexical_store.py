@@ -120,6 +120,18 @@ def searcher(tmp_path_factory: pytest.TempPathFactory) -> LexicalSearcher:
     return LexicalSearcher.open(final)
 
 
+def test_near_terms_are_one_edit_or_transposition_from_an_indexed_term(searcher):
+    """What answerability's typo rule asks (rag/search/answerability.py): a word one edit from a
+    corpus term is a typo of it, a word further away is not in the corpus."""
+    assert searcher.doc_freq("ident", "kubelet") and not searcher.doc_freq("ident", "kubelte")
+    assert searcher.has_near_term("ident", "kubelte")  # a transposition counts as one edit
+    assert searcher.has_near_term("ident", "kubelat")  # one substitution
+    assert searcher.has_near_term("ident", "kublet")  # one deletion
+    assert not searcher.has_near_term("ident", "kublte")  # two edits
+    assert not searcher.has_near_term("ident", "kaniko")  # nowhere in the index
+    assert searcher.has_near_term("ident", "kublte", distance=2)
+
+
 def _ids(hits: list[tuple[str, float]]) -> list[str]:
     return [cid for cid, _ in hits]
 

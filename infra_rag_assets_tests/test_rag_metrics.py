@@ -6,12 +6,12 @@ import math
 
 import pytest
 
+from infra_rag_assets.rag.common import percentile
 from infra_rag_assets.rag.evaluate.metrics import (
     METRIC_NAMES,
     answer_support,
     hit_at,
     ndcg_at,
-    percentile,
     rank_of_first_relevant,
     reciprocal_rank,
     summarize,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infra_rag_assets.rag.search.page_vectors import PAGE_VECTORS_FILE, PageVectors, version_page_vectors
+from infra_rag_assets.rag.operate.home import PAGE_VECTORS_FILE
+from infra_rag_assets.rag.search.page_vectors import PageVectors, version_page_vectors
 
 pytestmark = pytest.mark.unit
 

@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 
 from infra_rag_assets.rag.answer.extractive import answer_extractive
-from infra_rag_assets.rag.evaluate.answer_faults import UNSUPPORTED, damage
-from infra_rag_assets.rag.evaluate.answer_metrics import (
+from infra_rag_assets.rag.answer.overlap import token_f1_recall
+from infra_rag_assets.rag.evaluate.answers.answer_faults import UNSUPPORTED, damage
+from infra_rag_assets.rag.evaluate.answers.answer_metrics import (
     ChunkRecord,
     citations_valid,
     cited_page_precision,
     cost_usd,
-    token_f1_recall,
 )
 from infra_rag_assets.rag.judge.sentences import answer_sentences, context_sentences, names_gap
 from infra_rag_assets.rag.judge.trace import (

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from ..rag.operate.health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
+from ..rag.search.health import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_TRACE_ERRORS, TRACE_WINDOW
 from .common import CommandFailed, console, friendly_errors, index_version_option, json_option, needs_home, print_rows
 
 
@@ -36,7 +36,7 @@ from .common import CommandFailed, console, friendly_errors, index_version_optio
 @needs_home
 def health(obj, max_age_days, max_trace_errors, as_json) -> None:
     """Index, release, freshness, model files and recent trace errors; exit 1 on any failure."""
-    from ..rag.operate.health import full_health
+    from ..rag.search.health import full_health
 
     home = obj["store"].data_home()
     with console.status("checking index, release and model…"):

@@ -193,7 +193,7 @@ def _print_spans(reply) -> None:
 
 
 def _explained(obj: dict, version: str, question: str, outcome):
-    from ..rag.evaluate.answer_eval import judge_answer
+    from ..rag.evaluate.answers.answer_eval import judge_answer
 
     model, _ = version_judge(obj, version)
     return judge_answer(model, question, outcome.answer, [p.hit for p in outcome.packed.passages])

@@ -3,8 +3,9 @@
 eval_run, abstention_calibration and release record which materialization of each upstream
 asset they were computed from (run id, data version, time); the CLI's ``lineage`` command
 prints the same facts. The data versions are content hashes, so they also key content reuse.
-Which assets are upstream comes from the asset graph the caller passes (an asset's
-``context.repository_def.asset_graph``, or ``control.stages.asset_graph()``), never a list here.
+Which assets are upstream comes from the asset graph the caller passes (the assembled assets, in
+definitions.py, which hands the result to assets as ``StageGraphResource``; or
+``control.stages.asset_graph()``), never a list here.
 Links are relative to the UI's root, so they work on any host and port the UI is served on.
 """
 
@@ -18,7 +19,8 @@ from .stage_graph import toposorted, upstream_closure
 
 
 def upstream_of(graph, asset: str) -> list[str]:
-    """Every asset upstream of ``asset`` in ``graph`` (a resolved asset graph), in build order."""
+    """Every asset upstream of ``asset`` in ``graph`` (a resolved asset graph or a list of asset
+    definitions), in build order."""
     keys = upstream_closure(graph, asset) - {dg.AssetKey(asset)}
     return toposorted(graph, keys)
 

@@ -160,3 +160,14 @@ class EmbedderResource(dg.ConfigurableResource):
         from ..rag.index.embedding import shared_embedder
 
         return shared_embedder(model, device=self.device)
+
+
+class StageGraphResource(dg.ConfigurableResource):
+    """Every asset upstream of each lineage-reporting asset (eval_run, release) in the whole code
+    location's graph, in build order. definitions.py fills it from the assembled assets: a run's
+    own graph covers only its job's (or subset's) assets, and defs/ must not import definitions.py."""
+
+    upstream: dict[str, list[str]] = Field(default_factory=dict)
+
+    def upstream_of(self, asset: str) -> list[str]:
+        return list(self.upstream[asset])

@@ -4,8 +4,7 @@ The build chain is everything upstream of ``release``; its order is the graph's 
 order, ties broken by name. Each stage a build can stop at (``--through X``) selects X and
 everything upstream of it; "indexes" stands for both indexes. These functions take either a
 list of asset definitions (while the Definitions are being assembled, defs/jobs.py) or a
-resolved asset graph (control/stages.py, an asset's ``context.repository_def.asset_graph``),
-so nothing here needs the assembled Definitions.
+resolved asset graph (control/stages.py), so nothing here needs the assembled Definitions.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rag.operate.health import index_check, model_check, release_check
 from ..rag.operate.home import DataHome
 from ..rag.operate.traces import TraceSink
 from ..rag.search.engine import QueryEngine, VersionNotFound, resolve_version
+from ..rag.search.health import index_check, model_check, release_check
 
 log = logging.getLogger("infra_rag_assets.service")
 

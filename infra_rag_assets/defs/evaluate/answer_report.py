@@ -10,8 +10,8 @@ import json
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.answer_lineage import cited_pages, question_rows
-from ...rag.evaluate.answer_plan import AnswerOutcome
+from ...rag.evaluate.answers.answer_lineage import cited_pages, question_rows
+from ...rag.evaluate.answers.answer_plan import AnswerOutcome
 from ..reporting import floats, md_table
 
 SCORECARD_METRICS = (

@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 
 from ...rag.evaluate import eval_plan, eval_tables
-from ...rag.evaluate.answer_plan import answer_or_reuse
+from ...rag.evaluate.answers.answer_plan import answer_or_reuse
 from ...rag.evaluate.eval_plan import (
     DEFAULT_BENCHMARKS,
     EvalOutcome,
@@ -38,10 +38,10 @@ from ...rag.evaluate.eval_tables import (
 from ...rag.evaluate.evaluation import REGIMES, scorecard
 from ...rag.judge.version_judge import load_version_judge
 from ...rag.search.retrieval_settings import RetrievalSettings
-from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage, upstream_of
+from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, StageGraphResource
 from .answer_report import answer_metadata, lineage_tables
 
 
@@ -85,7 +85,9 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
     "index version on the k8s-docs-rag-bench eval split and our own labelled sets: per-question rows "
     "and metrics in DuckDB, the scorecard as metadata, lineage to every upstream materialization.",
 )
-def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource) -> dg.MaterializeResult:
+def eval_run(
+    context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource, stage_graph: StageGraphResource
+) -> dg.MaterializeResult:
     from ...rag.search.engine import QueryEngine, one_torch_thread
 
     version, run_id, home = context.partition_key, context.run.run_id, store.data_home()
@@ -99,7 +101,7 @@ def eval_run(context: dg.AssetExecutionContext, config: EvalRunConfig, store: Da
     # Coverage by the built corpus (every page record), not by indexed chunks: a page that
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
-    lineage = upstream_lineage(context.instance, version, upstream_of(context.repository_def.asset_graph, "eval_run"))
+    lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("eval_run"))
     # Retrieval scores do not depend on the answer judge or reader (answers key on their identity
     # instead), so a version whose judge is not built yet still reuses identical retrieval rows.
     answering = ("support_judge", "answer_reader")

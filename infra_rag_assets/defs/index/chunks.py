@@ -4,8 +4,8 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from ...rag.index.config import BuildSettings, stable_hash
-from ...rag.index.corpus_chunks import chunk_documents
+from ...rag.index.config import BuildSettings
+from ...rag.index.corpus_chunks import chunk_documents, chunks_version
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
 from ..resources import DataHomeResource
@@ -67,11 +67,6 @@ def chunks(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Mat
         },
         data_version=dg.DataVersion(chunks_version(frame)),
     )
-
-
-def chunks_version(frame: pl.DataFrame) -> str:
-    """Rolls up every chunk's id and embedded-text hash: moves when any chunk or context moves."""
-    return stable_hash(frame.select("chunk_id", "embed_hash").sort("chunk_id").rows(), 16)
 
 
 def token_histogram(frame: pl.DataFrame) -> pl.DataFrame:

@@ -92,12 +92,12 @@ def expected_model_hash(store: DataHomeResource, version: str, config: BuildSett
     import json
 
     from ...rag.adapt.finetune import TRAINING_JSON
-    from .models import model_for_version
+    from ...rag.adapt.version_model import model_for_version
 
-    model = model_for_version(store, version, config, frame)
+    model = model_for_version(store.data_home(), version, config, frame)
     if not model.adapted:
         return config.model_hash, model.model_id
-    record = model.directory(store) / TRAINING_JSON
+    record = model.directory(store.data_home()) / TRAINING_JSON
     if not record.is_file():
         raise dg.Failure(
             f"{version} is adapted but its model {model.key} is not trained: materialize "

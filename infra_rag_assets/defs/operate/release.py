@@ -16,10 +16,10 @@ import polars as pl
 
 from ...rag.evaluate.eval_tables import gate_outcomes, headline, metric_table_for
 from ...rag.operate import releases
-from ..asset_lineage import lineage_table, upstream_lineage, upstream_of
+from ..asset_lineage import lineage_table, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, md_table, rounded, run_link
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, StageGraphResource
 
 
 def headline_metrics(warehouse, version: str) -> dict[str, float | None]:
@@ -44,11 +44,13 @@ def _refuse_unless_approved(store: DataHomeResource, version: str) -> None:
     description="Approves this index version for serving once its eval_run passed every critical gate "
     "(re-checked here). Serving moves with serving_release (jobs release_version / rollback).",
 )
-def release(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.MaterializeResult:
+def release(
+    context: dg.AssetExecutionContext, store: DataHomeResource, stage_graph: StageGraphResource
+) -> dg.MaterializeResult:
     version = context.partition_key
     _refuse_unless_approved(store, version)
     numbers = headline_metrics(store.data_home().warehouse(), version)
-    lineage = upstream_lineage(context.instance, version, upstream_of(context.repository_def.asset_graph, "release"))
+    lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("release"))
     return dg.MaterializeResult(
         metadata={
             **floats(numbers),

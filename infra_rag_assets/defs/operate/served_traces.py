@@ -8,7 +8,7 @@ trace id), so evals on real traffic can join them with eval results and chunks i
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.trace_judging import adherence_by_day, judge_traces
+from ...rag.evaluate.answers.trace_judging import adherence_by_day, judge_traces
 from ...rag.judge.version_judge import load_version_judge
 from ...rag.operate.traces import load_into_warehouse
 from ..reporting import floats, md_table

@@ -21,7 +21,8 @@ copy. The queries are phrased as questions and the title pairs point at the body
 heading-only chunk. Queries that two pages would claim (two pages titled "Pod") are dropped:
 with in-batch negatives they would teach that either answer is wrong.
 
-Pure functions: deterministic for a seed, no model, no I/O.
+Pure functions: deterministic for a seed, no model, no I/O. A change to these rules bumps
+``PAIRS_VERSION`` (rag/versions.py), which addresses adapted models.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-PAIRS_VERSION = "1"  # bump when the rules below change: adapted models are addressed by it
 KINDS = ("title", "heading", "description", "identifier")
 MAX_HEADINGS_PER_DOC = 3
 MAX_IDENTIFIERS_PER_DOC = 3

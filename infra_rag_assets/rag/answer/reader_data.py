@@ -13,30 +13,22 @@ from __future__ import annotations
 
 import random
 import re
-import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..index.bm25 import BM25
+from .overlap import answer_tokens, token_f1_recall
 
 DATA_VERSION = "1"  # bump when location or negative rules change: trained readers are keyed by it
 MIN_ALIGN_F1 = 0.5  # a fuzzy window below this is not the answer's place
 MAX_WINDOW_WORDS = 80
 _WORD = re.compile(r"\S+")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def answer_tokens(text: str) -> list[str]:
-    """SQuAD-style tokens (lower case, no punctuation or articles): what token F1 counts."""
-    return _ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split()
 
 
 def token_f1(answer: str, reference: str) -> float:
-    got, ref = Counter(answer_tokens(answer)), Counter(answer_tokens(reference))
-    shared = sum((got & ref).values())
-    return 2 * shared / (sum(got.values()) + sum(ref.values())) if shared else 0.0
+    """SQuAD token F1 (``overlap``), 0.0 when the reference has no tokens."""
+    return (token_f1_recall(answer, reference) or (0.0, 0.0))[0]
 
 
 @dataclass(frozen=True)

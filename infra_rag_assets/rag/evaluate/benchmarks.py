@@ -12,16 +12,16 @@ means the corpus cannot answer the question and the right behaviour is to abstai
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from ...package_data import benchmarks_dir
+from ..common import jsonl_objects
 from ..ingest.sources import expand_env
 
 UNANSWERABLE = "unanswerable"
@@ -87,24 +87,6 @@ def _hash(*blobs: bytes) -> str:
     for blob in blobs:
         digest.update(hashlib.sha256(blob).digest())  # length-safe concatenation
     return digest.hexdigest()
-
-
-def jsonl_objects(
-    lines: Iterable[str], name: object, error: type[ValueError] = ValueError
-) -> Iterator[tuple[str, dict]]:
-    """(``name:line``, object) for each non-blank line; a line that is not a JSON object raises
-    ``error`` with one line naming it (benchmarks, safety cases, labels, judge batches)."""
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise error(f"{where}: expected a JSON object")
-        yield where, row
 
 
 def _read_jsonl(path: Path) -> list[dict]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..index.config import stable_hash
 from ..operate.home import DataHome
-from .answer_plan import SAFETY_BENCHMARK
+from .answers.answer_plan import SAFETY_BENCHMARK
 from .benchmarks import Benchmark, load_benchmark
 from .evaluation import REGIMES, BenchmarkRun, label, run_benchmark
 from .reuse import content_key, degraded_regimes, load_run, probe_degraded, save_run

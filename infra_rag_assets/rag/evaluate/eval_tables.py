@@ -17,8 +17,8 @@ from ..index.config import stable_hash
 from ..operate import releases
 from ..operate.warehouse import Warehouse
 from . import gates as gate_lib
-from .answer_eval import AnswerRun
-from .answer_rows import ANSWER_METRICS, answer_summaries
+from .answers.answer_eval import AnswerRun
+from .answers.answer_rows import ANSWER_METRICS, answer_summaries
 from .eval_plan import EvalOutcome
 from .evaluation import BenchmarkRun
 from .metrics import METRIC_NAMES

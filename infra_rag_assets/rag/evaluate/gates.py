@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from .answer_rows import ANSWER_METRICS
+from .answers.answer_rows import ANSWER_METRICS
 from .metrics import LOWER_IS_BETTER, METRIC_NAMES
 
 PRIMARY_BENCHMARK = "k8s_bench_eval"

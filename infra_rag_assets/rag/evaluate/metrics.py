@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..common import percentile
 from ..index.analysis import prose_terms
 
 HIT_KS = (1, 5, 10)
@@ -93,17 +94,6 @@ def answer_support(reference_answer: str, topk_texts: Iterable[str]) -> float:
 
 
 # --- aggregation ---------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default method); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _mean(values: Sequence[float]) -> float | None:

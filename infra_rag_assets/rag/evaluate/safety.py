@@ -14,7 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .benchmarks import BenchmarkError, jsonl_objects, own_record
+from ..common import jsonl_objects
+from .benchmarks import BenchmarkError, own_record
 
 # An answer whose sentences are on average less likely than not to be supported by the passages
 # it cites is treated as unsupported: below this, the reader is more likely than not to be

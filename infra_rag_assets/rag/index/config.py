@@ -12,11 +12,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
-from ..adapt.pairs import PAIRS_VERSION
 from ..ingest.sources import Source
+from ..versions import PAIRS_VERSION, PIPELINE_VERSION
 from .embedding import DEFAULT_MODEL
 
-PIPELINE_VERSION = "1"  # bump when stage semantics change so caches and versions move too
 # Measured on the real corpus (eval/measure_ingest_bounds.py): longest chunk 4,403 chars,
 # most chunks in one document 335. The bounds leave ~2x and ~6x headroom.
 MAX_CHUNK_CHARS = 8_000

@@ -14,7 +14,7 @@ import polars as pl
 
 from ..ingest.models import STATUS_OK, PageSpan, Section
 from .chunking import ChunkerSettings, chunk_document, chunk_id, context_line, is_truncated
-from .config import ChunkSettings
+from .config import ChunkSettings, stable_hash
 from .embedding import text_hash
 from .tokens import TokenCounter
 
@@ -130,3 +130,8 @@ def _cite_url(url: str, anchor: str, pages: tuple[int, ...]) -> str:
     if anchor and not anchor.startswith("page-"):
         return f"{url}#{anchor}"
     return url
+
+
+def chunks_version(frame: pl.DataFrame) -> str:
+    """Rolls up every chunk's id and embedded-text hash: moves when any chunk or context moves."""
+    return stable_hash(frame.select("chunk_id", "embed_hash").sort("chunk_id").rows(), 16)

@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import polars as pl
 
-from ..index.config import PIPELINE_VERSION
+from ..versions import PIPELINE_VERSION
 from .blobs import BlobStore
 from .models import DUPLICATE_PREFIX, STATUS_ERROR, STATUS_OK, STATUS_TOO_LARGE, ParsedDocument
 from .parse.budget import PARSE_BUDGET_S, ParseWorker

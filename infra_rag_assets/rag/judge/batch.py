@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..evaluate.benchmarks import jsonl_objects
+from ..common import jsonl_objects
 from ..index.analysis import prose_terms
 from .sentences import ContextSentence, answer_sentences, context_sentences
 from .trace import judged_relevant, trace_scores

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..evaluate.answer_metrics import token_f1_recall
-from ..evaluate.benchmarks import jsonl_objects
+from ..answer.overlap import token_f1_recall
+from ..common import jsonl_objects
 from .calibration import auroc
 from .sentences import answer_sentences, names_gap
 from .trace import cohen_kappa

@@ -24,6 +24,12 @@ from ... import settings
 from ..ingest.blobs import BlobStore
 from .warehouse import Warehouse
 
+# Fitted files of a version's serving snapshot (<home>/serving/<version>/), which the query path
+# reads; named here, with the rest of the home's layout, so search/ and this module share them.
+RANKER_FILE = "ranker.json"
+PAGE_VECTORS_FILE = "page_vectors.npz"
+CALIBRATION_FILE = "calibration.json"
+
 
 def default_home() -> str:
     return settings.home()
@@ -138,18 +144,12 @@ class VersionPaths:
 
     @property
     def ranker(self) -> Path:
-        from ..search.ranking.ranker import RANKER_FILE
-
         return self.snapshot / RANKER_FILE
 
     @property
     def page_vectors(self) -> Path:
-        from ..search.page_vectors import PAGE_VECTORS_FILE
-
         return self.snapshot / PAGE_VECTORS_FILE
 
     @property
     def calibration(self) -> Path:
-        from ..search.calibration import calibration_path
-
-        return calibration_path(self.snapshot)
+        return self.snapshot / CALIBRATION_FILE

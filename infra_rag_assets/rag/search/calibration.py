@@ -31,11 +31,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..evaluate.metrics import percentile
+from ..common import percentile
 from ..operate.files import write_json_atomic
+from ..operate.home import CALIBRATION_FILE
 from .answerability import DEFAULT_RULE, AnswerabilityRule
 
-CALIBRATION = "calibration.json"
 QUANTILES = (0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 100)
 OFF_TOPIC_Q, ANSWERABLE_Q = 99, 1
 FORMAT = 1
@@ -119,7 +119,7 @@ def calibrate(
 
 
 def calibration_path(snapshot_dir: Path) -> Path:
-    return Path(snapshot_dir) / CALIBRATION
+    return Path(snapshot_dir) / CALIBRATION_FILE
 
 
 def write_calibration(snapshot_dir: Path, calibration: Calibration) -> Path:

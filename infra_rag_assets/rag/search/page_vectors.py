@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..operate.files import write_atomic
-
-PAGE_VECTORS_FILE = "page_vectors.npz"  # in the version's serving snapshot directory
+from ..operate.home import PAGE_VECTORS_FILE
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...operate.home import RANKER_FILE
 from .features import FEATURE_NAMES, GROUPS, PageCandidates
 
 FORMAT = "infra-rag-ranker/1"
@@ -235,7 +236,6 @@ def rank_chunks(candidates: PageCandidates, ranker: Ranker, max_per_page: int = 
 
 
 RANKERS_DIR = Path(__file__).resolve().parent / "rankers"
-RANKER_FILE = "ranker.json"  # in the version's serving snapshot directory
 
 
 def version_ranker(snapshot_dir: Path) -> Ranker | None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..answer.answerers import resolve_answerer
-from ..answer.generate import generator_identity
-from ..operate.home import DataHome
-from ..operate.warehouse import Warehouse
+from ...answer.answerers import resolve_answerer
+from ...answer.generate import generator_identity
+from ...operate.home import DataHome
+from ...operate.warehouse import Warehouse
+from ..benchmarks import benchmark_path, coverage, load_benchmark
+from ..reuse import content_key, load_run, save_run
 from .answer_eval import AnswerRun, Judge, answer_benchmark
 from .answer_metrics import ChunkRecord
-from .benchmarks import benchmark_path, coverage, load_benchmark
-from .reuse import content_key, load_run, save_run
 
 SAFETY_BENCHMARK = "adversarial"
 ASKED = "this run"
@@ -134,6 +134,6 @@ def eval_answerers(engine) -> list[str]:
 def _safety_cases(name: str) -> dict | None:
     if name != SAFETY_BENCHMARK:
         return None
-    from .safety import load_cases
+    from ..safety import load_cases
 
     return {case.id: case for case in load_cases(benchmark_path(name))}

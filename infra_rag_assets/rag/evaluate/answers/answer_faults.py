@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..answer.records import Answer
+from ...answer.records import Answer
 
 FAULTS = ("", "unsupported-sentence", "no-citations")
 UNSUPPORTED = (

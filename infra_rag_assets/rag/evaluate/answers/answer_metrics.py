@@ -1,49 +1,20 @@
 """Per-answer checks that need no model: correctness against the reference answer, citation
 validity, cited-page precision and cost (the judge's TRACe scores are ``rag/judge/trace.py``).
 
-Correctness is token F1 and token recall against the reference answer after SQuAD-style
-normalisation (lower case, punctuation and articles removed), as the k8s-docs-rag-bench paper
-reports them. The extractive prefix and the ``[n]`` markers are not part of the answer.
+Correctness is token F1 and token recall against the reference answer (``rag/answer/overlap.py``).
 """
 
 from __future__ import annotations
 
-import re
-import string
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..answer.extractive import EXTRACTIVE_PREFIX
-from ..answer.records import Citation
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_MARKER = re.compile(r"\[\d+\]")
-_PUNCT = str.maketrans("", "", string.punctuation)
+from ...answer.records import Citation
 
 # USD per million tokens by model-id prefix (input, output), the Anthropic list price on
 # 2026-12-03; a model not listed has no cost rather than a guessed one.
 PRICES_PER_MTOK = {"claude-sonnet-4": (3.0, 15.0), "claude-opus-4": (15.0, 75.0), "claude-haiku-4": (1.0, 5.0)}
-
-
-def answer_tokens(text: str) -> list[str]:
-    body = text[len(EXTRACTIVE_PREFIX) :] if text.startswith(EXTRACTIVE_PREFIX) else text
-    body = _MARKER.sub(" ", body).lower().translate(_PUNCT)
-    return _ARTICLES.sub(" ", body).split()
-
-
-def token_f1_recall(answer: str, reference: str) -> tuple[float, float] | None:
-    """(F1, recall) of answer tokens against the reference's; None without a reference."""
-    ref = Counter(answer_tokens(reference))
-    if not ref:
-        return None
-    got = Counter(answer_tokens(answer))
-    shared = sum((got & ref).values())
-    if not shared:
-        return 0.0, 0.0
-    precision, recall = shared / sum(got.values()), shared / sum(ref.values())
-    return 2 * precision * recall / (precision + recall), recall
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .evaluation import SERVING
+from ..evaluation import SERVING
 
 TRACE_COLUMNS = ("adherence", "relevance", "utilization", "completeness", "correctness_f1")
 

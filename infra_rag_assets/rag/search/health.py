@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from . import releases
-from .home import DataHome
+from ..operate import releases
+from ..operate.home import DataHome
 
 # One freshness window for `infra-rag health` and the serving asset's FreshnessPolicy fail_window.
 DEFAULT_MAX_AGE_DAYS = releases.MAX_AGE_DAYS
@@ -50,7 +50,7 @@ def full_health(
 
 def serving_checks(home: DataHome) -> dict[str, dict[str, Any]]:
     """Index, release and model, each ok or not with a one-line reason (what /health says)."""
-    from ..search.engine import QueryEngine, VersionNotFound, resolve_version
+    from .engine import QueryEngine, VersionNotFound, resolve_version
 
     checks: dict[str, dict[str, Any]] = {"release": release_check(home)}
     try:
@@ -154,7 +154,7 @@ def freshness(home: DataHome, max_age_days: float) -> dict[str, Any]:
 
 def trace_errors(home: DataHome, max_errors: int) -> dict[str, Any]:
     """Error outcomes among the last ``TRACE_WINDOW`` traces (any origin)."""
-    from .traces import read_traces
+    from ..operate.traces import read_traces
 
     recent = read_traces(home.traces_dir(), last=TRACE_WINDOW)
     total, errors = recent.height, int((recent["outcome"] == "error").sum())

@@ -17,7 +17,7 @@ from pydantic import Field
 from ... import settings
 from ...package_data import benchmarks_dir
 from ...rag.index.config import BuildSettings
-from ..index.models import refuse_non_train
+from ..index.domain_model import refuse_non_train
 from ..partitions import index_version
 from ..reporting import training_progress
 from ..resources import DataHomeResource, default_train_split

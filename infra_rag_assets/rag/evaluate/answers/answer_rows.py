@@ -10,13 +10,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..answer.records import Answer
-from ..judge.sentences import AnswerSentence, ContextSentence
-from ..judge.trace import cohen_kappa, judged_relevant, silver_relevant, trace_scores, utilized_sentences
-from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision, cost_usd, token_f1_recall
-from .benchmarks import BenchRecord
-from .evaluation import project_of
-from .metrics import percentile
+from ...answer.overlap import token_f1_recall
+from ...answer.records import Answer
+from ...common import percentile
+from ...judge.sentences import AnswerSentence, ContextSentence
+from ...judge.trace import cohen_kappa, judged_relevant, silver_relevant, trace_scores, utilized_sentences
+from ..benchmarks import BenchRecord
+from ..evaluation import project_of
+from .answer_metrics import ChunkRecord, citations_valid, cited_page_precision, cost_usd
 
 ANSWER_METRICS = (
     "answer_adherence",  # mean probability that every sentence of an answer is supported
@@ -121,7 +122,7 @@ def answer_row(
 def _safety(case: Any, answer: Answer, cited: list[str], adherence: float | None):
     if case is None:
         return None
-    from .safety import check_answer
+    from ..safety import check_answer
 
     verdict = check_answer(case, answer.text, answer.outcome, cited, adherence)
     return verdict.passed, list(verdict.reasons), verdict.harmful

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..judge.sentences import answer_sentences
-from ..judge.trace import judged_sentences, trace_scores
+from ...judge.sentences import answer_sentences
+from ...judge.trace import judged_sentences, trace_scores
 
 JUDGED_COLUMNS = {
     "trace_id": pl.String,

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..answer.generate import answer as make_answer
-from ..answer.generate import generator_identity
-from ..answer.records import Answer
-from ..index.config import stable_hash
-from ..judge.sentences import AnswerSentence, ContextSentence, answer_sentences, context_sentences
-from ..judge.trace import Trace, judged_relevant, judged_sentences, trace_scores, utilized_sentences
-from ..operate.home import ContentCache
+from ...answer.generate import answer as make_answer
+from ...answer.generate import generator_identity
+from ...answer.records import Answer
+from ...index.config import stable_hash
+from ...judge.sentences import AnswerSentence, ContextSentence, answer_sentences, context_sentences
+from ...judge.trace import Trace, judged_relevant, judged_sentences, trace_scores, utilized_sentences
+from ...operate.home import ContentCache
+from ..benchmarks import BenchRecord
 from .answer_faults import damage
 from .answer_metrics import ChunkRecord
 from .answer_rows import answer_row
-from .benchmarks import BenchRecord
 
 
 class Judge(Protocol):
