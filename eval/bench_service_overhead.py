@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 from eval.bench_serving import questions, stop, workload
 from eval.loadgen import run_load
+from infra_rag_assets import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 # (route, method, status, share of the recorded requests)
@@ -168,7 +169,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", default=os.environ.get("INFRA_RAG_HOME", ".infra_rag"))
+    parser.add_argument("--home", default=settings.home())
     parser.add_argument("--baseline-commit", default="d9c7303")
     parser.add_argument("--port", type=int, default=8775)
     parser.add_argument("--rounds", type=int, default=4)

@@ -173,7 +173,7 @@ def acceptance(args, qs: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", default=os.environ.get("INFRA_RAG_HOME", ".infra_rag"))
+    parser.add_argument("--home", default=settings.home())
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])

@@ -20,7 +20,7 @@ import json
 import random
 from pathlib import Path
 
-from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
+from infra_rag_assets.rag.evaluate.benchmarks import TRAIN_BENCHMARK, coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.answerability import AnswerabilityRule, unanswerable_reason
@@ -41,7 +41,7 @@ RULES = {
 
 def question_sets(engine: QueryEngine, train_sample: int) -> dict[str, list]:
     known = {row["doc_id"] for row in engine.catalog.values()}
-    train = [r for r in coverage(load_benchmark("k8s_bench_train").records, known)[0]]
+    train = [r for r in coverage(load_benchmark(TRAIN_BENCHMARK).records, known)[0]]
     random.Random(0).shuffle(train)
     return {
         "own": load_benchmark("own_labelled").records,

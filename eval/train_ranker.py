@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from eval.sweep_fusion import collect
-from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
+from infra_rag_assets.rag.evaluate.benchmarks import TRAIN_BENCHMARK, coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.metrics import rank_of_first_relevant, reciprocal_rank
 from infra_rag_assets.rag.index.serving_snapshot import read_catalog
 from infra_rag_assets.rag.operate.home import DataHome
@@ -45,7 +45,7 @@ def known_doc_ids(home: DataHome, version: str) -> set[str]:
 def question_sets(home: DataHome, version: str) -> dict[str, list]:
     """train (fit only), k8s_eval (covered, report), own_answerable (report)."""
     known = known_doc_ids(home, version)
-    train, _ = coverage(load_benchmark("k8s_bench_train").records, known)
+    train, _ = coverage(load_benchmark(TRAIN_BENCHMARK).records, known)
     evals, _ = coverage(load_benchmark("k8s_bench_eval").records, known)
     own = [r for r in load_benchmark("own_labelled").records if r.relevant]
     return {"train": [r for r in train if r.relevant], "k8s_eval": evals, "own_answerable": own}
@@ -300,7 +300,7 @@ def main() -> None:
         meta = {
             **ranker.meta,
             "index_version": args.version,
-            "trained_on": "k8s_bench_train",
+            "trained_on": TRAIN_BENCHMARK,
             "train_questions_with_candidates": sum(1 for q in sets["train"] if q["labels"].any()),
         }
         Ranker(ranker.feature_names, ranker.mean, ranker.scale, ranker.weights, meta=meta).save(args.out)

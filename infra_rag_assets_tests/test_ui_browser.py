@@ -70,10 +70,12 @@ GATES = """gates:
   - {name: ui-smoke-hit10, metric: hit@10, regime: serving, slice: own_labelled/overall,
      comparison: floor, threshold: 0.0, severity: critical}
 """
+# Every limit below is for a quiet machine and is multiplied by the load per core
+# (conftest.load_factor) when it starts. The UI's run is waited on through its own events,
+# re-reading the load on every poll: it fails when the run logs nothing for RUN_IDLE_S (stuck,
+# not slow), or runs past RUN_TIMEOUT_S (~100 s alone on 2 cores).
+REGISTER_S = 180
 SERVER_START_S = 120
-# The UI's run is waited on through its own events, each limit times the load per core
-# (conftest.load_factor), re-read on every poll: it fails when the run logs nothing for
-# RUN_IDLE_S (stuck, not slow), or runs past RUN_TIMEOUT_S (~100 s alone on 2 cores).
 RUN_IDLE_S = 180
 RUN_TIMEOUT_S = 420
 UI_WAIT_S = 45
@@ -175,7 +177,7 @@ def dagster_ui(tmp_path: Path):
         cwd=workdir,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=REGISTER_S * load_factor(),
     )
     assert made.returncode == 0, made.stderr[-3000:]
     version = made.stdout.strip().splitlines()[0].strip()
@@ -205,7 +207,8 @@ def dagster_ui(tmp_path: Path):
             start_new_session=True,
         )  # own process group: killed whole in finally
     try:
-        deadline = time.monotonic() + SERVER_START_S
+        start_limit = SERVER_START_S * load_factor()
+        deadline = time.monotonic() + start_limit
         while True:
             assert proc.poll() is None, f"dagster dev exited early:\n{_tail(log)}"
             try:
@@ -214,7 +217,7 @@ def dagster_ui(tmp_path: Path):
                         break
             except (urllib.error.URLError, OSError):
                 pass
-            assert time.monotonic() < deadline, f"dagster dev not serving after {SERVER_START_S}s:\n{_tail(log)}"
+            assert time.monotonic() < deadline, f"dagster dev not serving after {start_limit:.0f}s:\n{_tail(log)}"
             time.sleep(1)
         yield base, version, log
     finally:
@@ -256,7 +259,7 @@ class Page:
         from selenium.webdriver.support.ui import WebDriverWait
 
         self.d, self.base, self.shots = driver, base, shots
-        self.wait = WebDriverWait(driver, UI_WAIT_S, poll_frequency=0.3)
+        self.wait = WebDriverWait(driver, UI_WAIT_S * load_factor(), poll_frequency=0.3)
         self.modal_dismissed = False
 
     def open(self, path: str) -> None:

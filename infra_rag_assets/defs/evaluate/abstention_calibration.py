@@ -15,7 +15,7 @@ from dataclasses import replace
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.benchmarks import load_benchmark
+from ...rag.evaluate.benchmarks import TRAIN_BENCHMARK, load_benchmark
 from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
 from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
@@ -29,7 +29,7 @@ from ..resources import DataHomeResource
 
 class CalibrationConfig(dg.Config):
     off_topic: str = "off_topic"  # the packaged benchmarks/off_topic.jsonl: questions that must be refused
-    answerable: str = "k8s_bench_train"  # TRAIN split: the eval split stays clean for reporting
+    answerable: str = TRAIN_BENCHMARK  # TRAIN split: the eval split stays clean for reporting
     sample: int = 500
     seed: int = 0
     min_questions: int = MIN_QUESTIONS

@@ -37,7 +37,7 @@ from ...rag.evaluate.eval_tables import (
 )
 from ...rag.evaluate.evaluation import REGIMES, scorecard
 from ...rag.judge.version_judge import load_version_judge
-from ...rag.search.retrieval_settings import RetrievalSettings
+from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
@@ -49,7 +49,7 @@ class EvalRunConfig(dg.Config):
     benchmarks: list[str] = list(DEFAULT_BENCHMARKS)
     regimes: list[str] = list(REGIMES)
     k: int = 10
-    serving_config: str = "hybrid-learned"  # what the release would serve; gates judge regime "serving"
+    serving_config: str = DEFAULT_CONFIG  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
     # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
     # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.

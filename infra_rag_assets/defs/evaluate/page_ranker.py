@@ -15,7 +15,7 @@ every build does).
 import dagster as dg
 import polars as pl
 
-from ...rag.evaluate.benchmarks import answerable_sample, load_benchmark
+from ...rag.evaluate.benchmarks import TRAIN_BENCHMARK, answerable_sample, load_benchmark
 from ...rag.index.config import stable_hash
 from ...rag.operate.files import write_json_atomic
 from ...rag.search.page_vectors import PageVectors
@@ -26,7 +26,7 @@ from ..resources import DataHomeResource
 
 
 class PageRankerConfig(dg.Config):
-    train: str = "k8s_bench_train"  # TRAIN split only: the eval split and own set stay for reporting
+    train: str = TRAIN_BENCHMARK  # TRAIN split only: the eval split and own set stay for reporting
     max_questions: int = 0  # 0 = every covered train question (~3,400, ~2.5 min); a seeded sample otherwise
     min_questions: int = 50  # fewer covered train questions (a small or non-k8s corpus): no ranker is fitted
     seed: int = 0

@@ -211,7 +211,8 @@ def canary_suite(home: Any, version: str | None = None, path: Path | str | None 
     """
     from ..operate import releases
     from ..operate.traces import process_sink
-    from ..search.engine import DEFAULT_CONFIG, QueryEngine, named_config
+    from ..search.engine import QueryEngine, named_config
+    from ..search.retrieval_settings import DEFAULT_CONFIG
 
     canaries = load_canaries(path)  # a bad file fails before any model loads
     engine = QueryEngine.open(home, version)

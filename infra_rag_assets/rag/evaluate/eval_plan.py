@@ -14,6 +14,7 @@ from typing import Any
 
 from ..index.config import stable_hash
 from ..operate.home import DataHome
+from ..search.retrieval_settings import DEFAULT_CONFIG
 from .answers.answer_plan import SAFETY_BENCHMARK
 from .benchmarks import Benchmark, load_benchmark
 from .evaluation import REGIMES, BenchmarkRun, label, run_benchmark
@@ -29,7 +30,7 @@ class EvalPlan:
     benchmarks: Sequence[str] = DEFAULT_BENCHMARKS
     regimes: Sequence[str] = REGIMES
     k: int = 10
-    serving_config: str = "hybrid-learned"  # what the release would serve; gates judge regime "serving"
+    serving_config: str = DEFAULT_CONFIG  # what the release would serve; gates judge regime "serving"
     serving_k: int = 10
     experiments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reuse_identical: bool = True

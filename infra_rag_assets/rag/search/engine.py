@@ -24,13 +24,12 @@ from .packing import PackedContext, pack_passages
 from .page_vectors import version_page_vectors
 from .ranking.ranker import Ranker, fallback_reason, version_ranker
 from .retrieval import NAMED_CONFIGS, RetrievalResult, RetrievalSettings, Retriever
-from .retrieval_settings import VERSION_RANKER, without_ranker
+from .retrieval_settings import DEFAULT_CONFIG, VERSION_RANKER, without_ranker
 
 if TYPE_CHECKING:  # opened lazily at run time (Tantivy, LanceDB)
     from ..index.lexical_store import LexicalSearcher
     from ..index.vector_store import VectorSearcher
 
-DEFAULT_CONFIG = "hybrid-learned"  # each version's own page ranker; hybrid-page order without one
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
 
 

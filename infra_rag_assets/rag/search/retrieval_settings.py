@@ -187,6 +187,7 @@ NAMED_CONFIGS: dict[str, RetrievalSettings] = {
     )
 }
 HYBRID_PAGE = NAMED_CONFIGS["hybrid-page"]
+DEFAULT_CONFIG = "hybrid-learned"  # what serves: each version's own page ranker; hybrid-page order without one
 
 
 def without_ranker(config: RetrievalSettings) -> RetrievalSettings:
