@@ -16,11 +16,10 @@ import dagster as dg
 from pydantic import Field
 
 from ... import settings
-from ...rag.index.config import BuildSettings
-from ..index.domain_model import refuse_non_train
 from ..partitions import index_version
 from ..reporting import floats, training_progress
-from ..resources import DataHomeResource, default_train_split
+from ..resources import DataHomeResource
+from .training_inputs import training_inputs
 
 
 def _default_examples() -> int:
@@ -53,28 +52,15 @@ class AnswerReaderConfig(dg.Config):
 def answer_reader(
     context: dg.AssetExecutionContext, config: AnswerReaderConfig, store: DataHomeResource
 ) -> dg.MaterializeResult:
-    from ...rag.adapt.training_set import train_data_hash
     from ...rag.answer.answerers import write_reader_pointer
     from ...rag.answer.reader_data import build_examples
     from ...rag.answer.reader_training import READER_JSON, ReaderRecipe, reader_key, train_reader
-    from ...rag.index.embedding import resolve_model_path, weights_hash
     from ...rag.judge.judge_pairs import load_train_rows
-    from ...rag.judge.support_judge import chunks_hash
 
-    home, version = store.data_home(), context.partition_key
-    build = BuildSettings.from_dict(home.warehouse().version_config(version) or {})
-    train_split = build.adaptation.train_split if build.adaptation else default_train_split()
-    refuse_non_train(train_split, context.log.warning)
-    chunks = home.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text")).to_dicts()
-    if not chunks:
-        raise dg.Failure(f"index version {version} has no chunks: build it through chunks first")
+    inputs = training_inputs(context, store)
+    home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
+    train_split = inputs.train_split
     recipe = ReaderRecipe(max_examples=config.max_examples, layers=config.layers, epochs=config.epochs)
-    base = resolve_model_path(build.model_id)
-    lineage = {
-        "train_data_hash": train_data_hash(train_split),
-        "chunks_hash": chunks_hash(chunks),
-        "base_weights_hash": weights_hash(base),
-    }
     key = reader_key(recipe, **lineage)
     target = home.cache("readers").path(key)
     reused = (target / READER_JSON).is_file()
