@@ -110,6 +110,12 @@ def judge_pairs(default: int) -> int:
     return int(value) if value.strip().isdigit() else default
 
 
+def reader_examples(default: int) -> int:
+    """How many examples the answer reader trains on (INFRA_RAG_READER_EXAMPLES; tests use few)."""
+    value = _read("READER_EXAMPLES")
+    return int(value) if value.strip().isdigit() else default
+
+
 def model() -> str:
     """The configured embedding model, '' for the packaged default."""
     return _read("MODEL")

@@ -19,6 +19,7 @@ os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 # ... on the fixture corpus and train-split pairs only (the public answers make calibration minutes long).
 os.environ.setdefault("INFRA_RAG_JUDGE_DATA", "none")
+os.environ.setdefault("INFRA_RAG_READER_EXAMPLES", "96")  # the reader trains seconds (quality is not under test)
 
 # The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
 # Made absolute in the environment, so servers and builds the tests start elsewhere (dagster dev,

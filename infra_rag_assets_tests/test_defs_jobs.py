@@ -39,6 +39,7 @@ def test_stage_order_is_the_graphs_topological_order():
             "chunks",
             [
                 "chunks",
+                "answer_reader",
                 "domain_model",
                 "lexical_index",
                 "support_judge",
@@ -66,7 +67,7 @@ def test_selections_come_from_upstream_and_downstream(through, start, expected, 
 def test_serving_stays_out_of_build_jobs_and_adaptation_is_in_them():
     graph = defs.resolve_asset_graph()
     build_jobs = [j for j in defs.jobs if j.name.startswith("build_") or j.name == "reindex"]
-    assert len(build_jobs) == 12  # stages: domain_model, support_judge, abstention_calibration, page_ranker too
+    assert len(build_jobs) == 13  # stages: domain_model, support_judge, answer_reader, abstention_calibration, ...
     for job in build_jobs:
         keys = {k.to_user_string() for k in defs.resolve_job_def(job.name).asset_layer.selected_asset_keys}
         assert "serving_release" not in keys

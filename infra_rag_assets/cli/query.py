@@ -7,6 +7,7 @@ import time
 
 import click
 
+from ..rag.answer.answerers import ANSWERERS
 from ..rag.search.engine import hit_record
 from ..rag.search.questions import QuestionError, clean_question, read_batch
 from .common import (
@@ -142,20 +143,22 @@ def _show_hits(version: str, name: str, record: dict, result) -> None:
 @index_version_option(help="index version (default: current release, else latest)")
 @click.option("--config", "config", default=None, type=config_choice(), help="named retrieval config")
 @click.option("-k", "--top-k", "--k", "k", default=6, show_default=True, type=click.IntRange(1, 50))
-@click.option("--offline", is_flag=True, help="use the extractive answerer even if ANTHROPIC_API_KEY is set")
+@click.option("--offline", is_flag=True, help="an offline answerer (not Claude) even if ANTHROPIC_API_KEY is set")
+@click.option("--answerer", type=click.Choice(ANSWERERS), default=None,
+              help="who answers (default: claude when ANTHROPIC_API_KEY is set, else reader)")  # fmt: skip
 @click.option("--explain", is_flag=True, help="judge the answer: relevant and used context, unsupported sentences")
 @json_option()
 @click.pass_obj
 @friendly_errors
 @needs_home
-def answer(obj, question, version, config, k, offline, explain, as_json) -> None:
-    """Answer QUESTION from the docs with numbered citations (Claude, or extractive offline)."""
+def answer(obj, question, version, config, k, offline, answerer, explain, as_json) -> None:
+    """Answer QUESTION from the docs with numbered citations (Claude, or the reader offline)."""
     from ..rag.operate.traces import process_sink, trace_row
 
     question = _questions(question, None)[0]["question"]
     name = _config_name("hybrid", config)
     engine = _engine(obj, version)
-    outcome = engine.answer(question, config=name, k=k, use_claude=False if offline else None)
+    outcome = engine.answer(question, config=name, k=k, use_claude=False if offline else None, answerer=answerer)
     sink = process_sink(obj["store"].data_home().traces_dir())
     sink.submit(
         trace_row(origin="cli", version=engine.version, config_name=name, result=outcome.result, answer=outcome.answer)
@@ -174,7 +177,19 @@ def answer(obj, question, version, config, k, offline, explain, as_json) -> None
         out.print(outcome.packed.render_sources(), highlight=False)
     if explained:
         print_explanation(*explained)
+        _print_spans(reply)
     console.print(f"[dim]{engine.version} · {name} · {reply.method} · {reply.outcome}[/]")
+
+
+def _print_spans(reply) -> None:
+    """The reader's span, its calibrated score and the runner-up spans (``--explain``)."""
+    if not reply.candidates:
+        return
+    out.print("\n[bold]Reader spans[/] (calibrated P(answer), margin over no-answer)")
+    for i, c in enumerate(reply.candidates):
+        mark = "→" if i == 0 and reply.short_answer else " "
+        out.print(f" {mark} [{c['passage_number']}] {c['probability']:.3f} ({c['margin']:+.2f})  {c['text'][:160]}",
+                  highlight=False)  # fmt: skip
 
 
 def _explained(obj: dict, version: str, question: str, outcome):

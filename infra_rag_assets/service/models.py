@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..rag.answer.answerers import AnswererName
 from ..rag.answer.records import Citation
 from ..rag.ingest.sources import PROJECTS
 from ..rag.judge.batch import MAX_PASSAGES as MAX_JUDGE_PASSAGES
@@ -61,7 +62,10 @@ class SearchRequest(BaseModel):
 
 class AnswerRequest(SearchRequest):
     k: int = Field(default=6, ge=1, le=20)
-    offline: bool = Field(default=False, description="extractive answer even when Claude is configured")
+    offline: bool = Field(default=False, description="an offline answer (not Claude) even when Claude is configured")
+    answerer: AnswererName | None = Field(
+        default=None, description="which answerer answers (default: claude when configured, else reader)"
+    )
 
 
 class HitModel(BaseModel):
@@ -102,6 +106,7 @@ class AnswerResponse(BaseModel):
     usage: dict[str, Any]
     latency_ms: float
     stop_reason: str
+    short_answer: str = Field(default="", description="the reader's answer span(s), stated before the evidence")
     sources: str
 
 

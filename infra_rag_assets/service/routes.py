@@ -144,7 +144,7 @@ def answer(
     use_claude = False if body.offline else None
     # the same retrieval and answerer whether streamed or not
     how = {"config": body.config_name(), "k": body.k, "filters": body.filters(),
-           "use_claude": use_claude, "client": state.claude_client}  # fmt: skip
+           "use_claude": use_claude, "client": state.claude_client, "answerer": body.answerer}  # fmt: skip
     if stream or SSE in request.headers.get("accept", ""):
 
         def start():

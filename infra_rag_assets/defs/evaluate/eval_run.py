@@ -80,7 +80,7 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
 
 @dg.asset(
     partitions_def=index_version,
-    deps=["vectors", "lexical_index", "abstention_calibration", "page_ranker", "support_judge"],
+    deps=["vectors", "lexical_index", "abstention_calibration", "page_ranker", "support_judge", "answer_reader"],
     group_name="evaluation",
     kinds={"duckdb", "python"},
     owners=["team:search-platform"],
@@ -111,9 +111,10 @@ def eval_run(
     # parsed to no content is in the corpus, and a question about it is a scored miss.
     known = warehouse.doc_ids(version)
     lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("eval_run"))
-    # Retrieval scores do not depend on the answer judge (answers key on its identity instead),
-    # so a version whose judge is not built yet still reuses identical retrieval rows.
-    retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k != "support_judge"}
+    # Retrieval scores do not depend on the answer judge or reader (answers key on their identity
+    # instead), so a version whose judge is not built yet still reuses identical retrieval rows.
+    answering = ("support_judge", "answer_reader")
+    retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k not in answering}
     inputs = shared_inputs(plan, engine, known, retrieval_upstream, warehouse.version_config(version))
     with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
         outcome = score_or_reuse(

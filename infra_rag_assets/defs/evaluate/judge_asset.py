@@ -17,12 +17,11 @@ from pydantic import Field
 
 from ... import settings
 from ...package_data import answer_labels_file
-from ...rag.index.config import BuildSettings
-from ..index.domain_model import refuse_non_train
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import DataHomeResource, default_train_split
+from ..resources import DataHomeResource
 from .judge_report import judge_metadata, label_metadata
+from .training_inputs import training_inputs
 
 
 def label_report(home, version: str) -> dict:
@@ -68,36 +67,23 @@ class SupportJudgeConfig(dg.Config):
 def support_judge(
     context: dg.AssetExecutionContext, config: SupportJudgeConfig, store: DataHomeResource
 ) -> dg.MaterializeResult:
-    from ...rag.adapt.training_set import train_data_hash
-    from ...rag.index.embedding import resolve_model_path, weights_hash
     from ...rag.judge.judge_data import data_hash
     from ...rag.judge.judge_pairs import load_train_rows
     from ...rag.judge.support_judge import (
         JUDGE_JSON,
         JudgeRecipe,
-        chunks_hash,
         judge_key,
         recipe_pairs,
         train_support_judge,
     )
     from ...rag.judge.version_judge import write_pointer
 
-    home, version = store.data_home(), context.partition_key
-    build = BuildSettings.from_dict(home.warehouse().version_config(version) or {})
-    train_split = build.adaptation.train_split if build.adaptation else default_train_split()
-    refuse_non_train(train_split, context.log.warning)
-    chunks = home.warehouse().chunks_of(version, ("chunk_id", "doc_id", "text")).to_dicts()
-    if not chunks:
-        raise dg.Failure(f"index version {version} has no chunks: build it through chunks first")
+    inputs = training_inputs(context, store)
+    home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
+    train_split = inputs.train_split
     recipe = JudgeRecipe(train_pairs=config.train_pairs, epochs=config.epochs)
-    base = resolve_model_path(build.model_id)
     judge_data = settings.judge_data_dir()
-    lineage = {
-        "train_data_hash": train_data_hash(train_split),
-        "chunks_hash": chunks_hash(chunks),
-        "base_weights_hash": weights_hash(base),
-        "judge_data_hash": data_hash(judge_data),  # '' without it: a judge of corpus pairs only
-    }
+    lineage = {**lineage, "judge_data_hash": data_hash(judge_data)}  # '' without it: corpus pairs only
     key = judge_key(recipe, **lineage)
     target = home.cache("judge").path(key)
     reused = (target / JUDGE_JSON).is_file()

@@ -17,7 +17,6 @@ evaluation run over hundreds of questions must record a 529, not die on it.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -27,8 +26,10 @@ import anthropic
 from anthropic.types import DocumentBlockParam, Message, TextBlockParam
 
 from ... import settings
+from .answerers import resolve_answerer
 from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
+from .reader import Reader, answer_reader
 from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms
 
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL
@@ -221,15 +222,18 @@ def _error_answer(base: AnswerBase, error: str, started: float) -> Answer:
 # --- Routing ------------------------------------------------------------------------------
 
 
-def uses_claude(use_claude: bool | None = None) -> bool:
+def uses_claude(use_claude: bool | None = None, answerer: str | None = None) -> bool:
     """The routing rule of :func:`answer`: Claude when asked, or by default when a key is set."""
-    return bool(os.environ.get("ANTHROPIC_API_KEY")) if use_claude is None else use_claude
+    return resolve_answerer(answerer, use_claude) == "claude"
 
 
-def generator_identity(use_claude: bool | None = None, model: str | None = None,
-                       prompt: str = DEFAULT_PROMPT) -> dict[str, str]:  # fmt: skip
+def generator_identity(use_claude: bool | None = None, model: str | None = None, prompt: str = DEFAULT_PROMPT,
+                       answerer: str | None = None, reader: Reader | None = None) -> dict[str, str]:  # fmt: skip
     """What decides an answer besides question and passages: a generation cache key's part."""
-    if not uses_claude(use_claude):
+    name = resolve_answerer(answerer, use_claude)
+    if name == "reader" and reader is not None:
+        return {"method": "reader", "model": reader.model_id, "prompt_hash": ""}
+    if name != "claude":
         return {"method": "extractive", "model": EXTRACTIVE_MODEL, "prompt_hash": ""}
     spec = get_prompt(prompt)
     return {"method": "claude", "model": _claude_base("", spec, model)["model"], "prompt_hash": spec.hash}
@@ -241,23 +245,28 @@ _EXTRACTIVE_KW = frozenset({"max_sentences"})
 
 def answer(question: str, passages: Sequence[PassageLike], *, abstained: bool = False,
            client: anthropic.Anthropic | None = None, use_claude: bool | None = None,
-           **kw: Any) -> Answer:  # fmt: skip
-    """Claude when ``use_claude``, or by default when ``ANTHROPIC_API_KEY`` is set; else extractive.
+           answerer: str | None = None, reader: Reader | None = None, **kw: Any) -> Answer:  # fmt: skip
+    """The answerer ``answerer`` names (``answerers.resolve_answerer``: Claude by default when
+    ``ANTHROPIC_API_KEY`` is set, else the reader); the reader needs ``reader``, and without one
+    the offline answer is extractive (its ``method`` says so).
 
     Only the key decides the default, not a passed ``client``, so one call site works with and
     without a key. ``abstained`` lets retrieval veto answering without a model call. Keyword
-    arguments meant for the other answerer are ignored, so callers can pass one set.
+    arguments meant for another answerer are ignored, so callers can pass one set.
     """
     unknown = set(kw) - _CLAUDE_KW - _EXTRACTIVE_KW
     if unknown:
         raise TypeError(f"answer() got unexpected keyword arguments: {sorted(unknown)}")
-    if uses_claude(use_claude):
+    name = resolve_answerer(answerer, use_claude)
+    if name == "claude":
         ckw = {k: v for k, v in kw.items() if k in _CLAUDE_KW}
         if abstained or not passages:
             spec = get_prompt(ckw.get("prompt", DEFAULT_PROMPT))
             base = _claude_base(question, spec, ckw.get("model"))
             return Answer(text=ABSTENTION, citations=[], outcome="abstained", **base)
         return answer_with_claude(question, passages, client=client, **ckw)
+    if name == "reader" and reader is not None:
+        return answer_reader(question, [] if abstained else passages, reader)
     ekw = {k: v for k, v in kw.items() if k in _EXTRACTIVE_KW}
     return answer_extractive(question, [] if abstained else passages, **ekw)
 
@@ -269,13 +278,16 @@ def stream_answer(
     abstained: bool = False,
     client: anthropic.Anthropic | None = None,
     use_claude: bool | None = None,
+    answerer: str | None = None,
+    reader: Reader | None = None,
 ) -> Iterator[str | Answer]:
-    """:func:`answer` as text deltas, then the final Answer. Claude streams its tokens; the
-    extractive answer (and any abstention) is sent sentence by sentence, joining to its text."""
-    if uses_claude(use_claude) and not abstained and passages:
+    """:func:`answer` as text deltas, then the final Answer. Claude streams its tokens; an
+    offline answer (and any abstention) is sent sentence by sentence, joining to its text."""
+    if uses_claude(use_claude, answerer) and not abstained and passages:
         yield from stream_with_claude(question, passages, client=client)
         return
-    final = answer(question, passages, abstained=abstained, client=client, use_claude=use_claude)
+    final = answer(question, passages, abstained=abstained, client=client, use_claude=use_claude,
+                   answerer=answerer, reader=reader)  # fmt: skip
     yield from (piece for piece in _SENTENCE_END.split(final.text) if piece)
     yield final
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TypedDict
 
 Outcome = Literal["answered", "abstained", "error"]
-Method = Literal["claude", "extractive"]
+Method = Literal["claude", "extractive", "reader"]
 Match = Literal["exact", "relocated", "mismatch"]
 
 
@@ -64,6 +64,8 @@ class Answer:
     usage: dict[str, Any] = field(default_factory=dict)
     latency_ms: float = 0.0
     stop_reason: str = ""  # Claude's stop_reason, e.g. "max_tokens" flags a truncated answer
+    short_answer: str = ""  # the reader's answer span(s), stated before the cited evidence
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # the reader's best spans (--explain)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

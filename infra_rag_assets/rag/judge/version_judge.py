@@ -13,14 +13,15 @@ from ..operate.home import DataHome
 POINTER = "judge.json"
 
 
-def pointer_path(home: DataHome, version: str) -> Path:
-    return home.version(version).snapshot / POINTER
+def pointer_path(home: DataHome, version: str, name: str = POINTER) -> Path:
+    return home.version(version).snapshot / name
 
 
-def write_pointer(home: DataHome, version: str, key: str, record: dict) -> Path:
-    path = pointer_path(home, version)
+def write_pointer(home: DataHome, version: str, key: str, record: dict, name: str = POINTER) -> Path:
+    """The snapshot's pointer ``name`` to a trained model ``key`` (the judge's; the reader's too)."""
+    path = pointer_path(home, version, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{POINTER}.tmp")
+    staging = path.with_name(f".{name}.tmp")
     staging.write_text(json.dumps({"key": key, **record}, indent=1))
     staging.replace(path)
     return path

@@ -91,6 +91,7 @@ def checked_name(name: str, what: str) -> str:
 CACHE_KINDS = {
     "model": "models",
     "ranker": "rankers",
+    "readers": "readers",
     "calibration": "calibrations",
     "eval_run": "eval_cache",
     "generation": "generations",

@@ -131,6 +131,8 @@ class QueryEngine:
         self._counter = HFTokenCounter.from_model_path(resolve_model_path(self.model_id))
         self._vector: VectorSearcher | None = None
         self._lexical: LexicalSearcher | None = None
+        self._reader: Any = None  # False: the version has no trained reader
+        self.reader_note = ""
         self._pages: LexicalSearcher | Literal[False] | None = None  # False: the version has no page index
         self._retrievers: dict[str, Retriever] = {}
         self._lock = threading.RLock()
@@ -237,28 +239,48 @@ class QueryEngine:
         budget_tokens: int = ANSWER_BUDGET_TOKENS,
         use_claude: bool | None = None,
         client: Any = None,
+        answerer: str | None = None,
     ) -> AnswerOutcome:
         from ..answer.generate import answer as make_answer
 
         result, packed = self.context(question, config=config, k=k, filters=filters, budget_tokens=budget_tokens)
         hits = [p.hit for p in packed.passages]
-        reply = make_answer(
-            question, hits, abstained=result.abstained or not hits, client=client, use_claude=use_claude
-        )
+        how = self.answerer_args(answerer, use_claude)
+        reply = make_answer(question, hits, abstained=result.abstained or not hits, client=client, **how)
         return AnswerOutcome(result, packed, reply)
 
     def answer_stream(self, question: str, *, config: RetrievalSettings | str = DEFAULT_CONFIG, k: int = ANSWER_K,
-                      filters: dict | None = None, use_claude: bool | None = None, client: Any = None):  # fmt: skip
+                      filters: dict | None = None, use_claude: bool | None = None, client: Any = None,
+                      answerer: str | None = None):  # fmt: skip
         """``answer`` with the reply as text deltas then the Answer (``stream_answer``); the
         retrieval runs before this returns, so its failures are not mid-stream."""
         from ..answer.generate import stream_answer
 
         result, packed = self.context(question, config=config, k=k, filters=filters)
         hits = [p.hit for p in packed.passages]
-        events = stream_answer(
-            question, hits, abstained=result.abstained or not hits, client=client, use_claude=use_claude
-        )
+        how = self.answerer_args(answerer, use_claude)
+        events = stream_answer(question, hits, abstained=result.abstained or not hits, client=client, **how)
         return result, packed, events
+
+    def answerer_args(self, answerer: str | None = None, use_claude: bool | None = None) -> dict[str, Any]:
+        """``answerer`` resolved by the registry, with the version's reader when it is the reader."""
+        from ..answer.answerers import resolve_answerer
+
+        name = resolve_answerer(answerer, use_claude)
+        reader = self.reader() if name == "reader" else None
+        if reader is not None and answerer is None and not reader.usable:
+            reader = None  # by default only a reader that learnt (dev F1, AUROC) answers
+        return {"answerer": name, "reader": reader}
+
+    def reader(self) -> Any:
+        """The version's trained answer reader (loaded once), or None: offline answers are then extractive."""
+        if self._reader is None:
+            from ..answer.answerers import version_reader_folder
+            from ..answer.reader import load_reader_folder
+
+            folder, self.reader_note = version_reader_folder(self.home, self.version)
+            self._reader = load_reader_folder(str(folder)) if folder is not None else False
+        return self._reader or None
 
 
 def single_thread_queries() -> None:

@@ -80,13 +80,16 @@ def answer_benchmark(
     safety: Mapping[str, object] | None = None,
     progress: Callable[[int, int], None] | None = None,
     client=None,
+    answerer: str | None = None,
 ) -> AnswerRun:
     """Answer, judge and score ``records``; ``safety`` maps question ids to safety cases;
-    ``client`` is the Anthropic client of the Claude path (default: one from the environment)."""
+    ``client`` is the Anthropic client of the Claude path (default: one from the environment);
+    ``answerer`` names who answers (``answerers.resolve_answerer``; default: the serving one)."""
     run = AnswerRun(name, benchmark_hash)
     pending = []
+    how = engine.answerer_args(answerer)
     for i, record in enumerate(records, 1):
-        pending.append(_answered(engine, record, serving_config, generations, run, fault, client))
+        pending.append(_answered(engine, record, serving_config, generations, run, fault, client, how))
         if progress:
             progress(i, len(records))
     if judge is not None:
@@ -115,14 +118,14 @@ def answer_benchmark(
 
 
 def _answered(
-    engine, record: BenchRecord, config: str, cache: ContentCache, run: AnswerRun, fault: str, client
+    engine, record: BenchRecord, config: str, cache: ContentCache, run: AnswerRun, fault: str, client, how: dict
 ) -> _Pending:
     result, packed = engine.context(record.question, config=config)
     hits = [p.hit for p in packed.passages]
     abstained = result.abstained or not hits
     key = stable_hash(
         {
-            "generator": generator_identity(),
+            "generator": generator_identity(**how),
             "question": record.question,
             "abstained": abstained,
             "passages": [(h.chunk_id, h.start_char, h.text) for h in hits],
@@ -134,7 +137,7 @@ def _answered(
         reply = Answer.from_dict(json.loads(stored.read_text()))
         run.generation_hits += 1
     else:
-        reply = make_answer(record.question, hits, abstained=abstained, client=client)
+        reply = make_answer(record.question, hits, abstained=abstained, client=client, **how)
         if reply.outcome != "error":  # an error is retried next run, not remembered
             cache.put(key, lambda path: path.write_text(json.dumps(reply.to_dict())))
     reply = damage(reply, fault)

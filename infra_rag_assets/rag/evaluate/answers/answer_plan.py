@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ...answer.answerers import resolve_answerer
 from ...answer.generate import generator_identity
 from ...operate.home import DataHome
 from ...operate.warehouse import Warehouse
@@ -66,17 +67,20 @@ def answer_or_reuse(
     chunks, docs = citation_lookup(home.warehouse(), version)
     outcome = AnswerOutcome([], {}, {})
     cache_root = home.cache("eval_run").root
-    for name in benchmarks:
+    jobs = [(name, a) for name in benchmarks for a in eval_answerers(engine)]
+    for name, answerer in jobs:
         bench = load_benchmark(name)
         covered, uncovered = coverage(bench.records, known)
-        outcome.uncovered[bench.name] = len(uncovered)
+        run_name = bench.name if answerer == jobs[0][1] else f"{bench.name}[{answerer}]"
+        outcome.uncovered[run_name] = len(uncovered)
         key = content_key(
             "answer_run",
             {
                 **retrieval_inputs,
                 "benchmark": bench.version_hash,
                 "judge": judge.identity if judge else None,
-                "generator": generator_identity(),
+                "generator": generator_identity(**engine.answerer_args(answerer)),
+                "answerer": answerer,
                 "serving": serving_config,
                 "fault": fault,
             },
@@ -84,14 +88,14 @@ def answer_or_reuse(
         addressed = judge is not None and all(retrieval_inputs["upstream"].values())
         stored = load_run(cache_root, key, AnswerRun) if addressed else None
         if stored is not None:
-            log(f"{bench.name}: answers reused from the run of {stored[1]} (identical inputs, judge and code)")
+            log(f"{run_name}: answers reused from the run of {stored[1]} (identical inputs, judge and code)")
             outcome.runs.append(stored[0])
-            outcome.measured_in[bench.name] = stored[1]
+            outcome.measured_in[run_name] = stored[1]
             continue
-        log(f"{bench.name}: answering {len(covered)} questions ({len(uncovered)} not in corpus)")
+        log(f"{run_name}: answering {len(covered)} questions ({len(uncovered)} not in corpus)")
         run = answer_benchmark(
             engine,
-            bench.name,
+            run_name,
             bench.version_hash,
             covered,
             judge=judge,
@@ -102,10 +106,11 @@ def answer_or_reuse(
             judgings=home.cache("judging"),
             fault=fault,
             safety=_safety_cases(bench.name),
-            progress=progress_for(f"{bench.name} answers"),
+            progress=progress_for(f"{run_name} answers"),
+            answerer=answerer,
         )
         log(
-            f"{bench.name}: {run.generation_hits} answers and {run.judging_hits} judgements from cache, "
+            f"{run_name}: {run.generation_hits} answers and {run.judging_hits} judgements from cache, "
             f"judge {run.judge_seconds:.1f}s"
             + (
                 f", judge calls ${run.judge_cost_usd:.4f}, {run.judge_errors} failed"
@@ -116,8 +121,19 @@ def answer_or_reuse(
         if addressed and not run.judge_errors:  # answers the judge failed on are asked again next run
             save_run(cache_root, key, run, version)
         outcome.runs.append(run)
-        outcome.measured_in[bench.name] = ASKED
+        outcome.measured_in[run_name] = ASKED
     return outcome
+
+
+def eval_answerers(engine) -> list[str]:
+    """Who answers the benchmarks: the serving answerer first (its rows carry the benchmark's
+    name and feed the gates), then the reader and the extractive answerer for comparison (rows
+    named ``bench[answerer]``); the reader only where the version has one, learnt or not."""
+    serving = resolve_answerer(None)
+    if serving == "reader" and engine.answerer_args()["reader"] is None:
+        serving = "extractive"  # no reader, or one that did not learn: the default answers extractively
+    others = [a for a in ("reader", "extractive") if a != serving and (a != "reader" or engine.reader() is not None)]
+    return [serving, *others]
 
 
 def _safety_cases(name: str) -> dict | None:

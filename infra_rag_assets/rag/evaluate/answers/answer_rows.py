@@ -80,7 +80,9 @@ def answer_row(
     trace = trace_scores(context, relevant or [], utilized, sentences, scores["support"] if scores else None, at)
     silver_trace = trace_scores(context, silver, utilized, sentences, None) if silver is not None else None
     valid, problems = citations_valid(answer.citations, chunks, docs) if answered else (None, [])
-    correctness = token_f1_recall(answer.text, record.reference_answer) if answered else None
+    # the reader states its span first, then quotes evidence: the span is the answer scored
+    correctness = token_f1_recall(answer.short_answer or answer.text, record.reference_answer) if answered else None
+    full = token_f1_recall(answer.text, record.reference_answer) if answered and answer.short_answer else correctness
     cited = list(dict.fromkeys(c.doc_id for c in answer.citations))
     safety = _safety(case, answer, cited, trace.adherence)
     return {
@@ -96,6 +98,7 @@ def answer_row(
         "model": answer.model,
         "prompt_hash": answer.prompt_hash,
         "answer": answer.text,
+        "short_answer": answer.short_answer,
         "error": answer.error,
         "cited_chunk_ids": list(dict.fromkeys(c.chunk_id for c in answer.citations)),
         "cited_doc_ids": cited,
@@ -115,6 +118,7 @@ def answer_row(
         "judge_silver_kappa": _kappa(relevant, silver, len(context)),
         "correctness_f1": correctness[0] if correctness else None,
         "correctness_recall": correctness[1] if correctness else None,
+        "correctness_f1_full_text": full[0] if full else None,
         "citation_valid": valid,
         "citation_problems_json": json.dumps(problems),
         "cited_page_precision": cited_page_precision(answer.citations, record.relevant) if answered else None,

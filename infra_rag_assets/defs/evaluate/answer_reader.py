@@ -1,0 +1,103 @@
+"""answer_reader: the span reader the offline answerer uses, trained here per corpus (no hub download).
+
+chunks → answer_reader → eval_run. Examples come from the version's chunks and the k8s TRAIN split
+(``rag/answer/reader_data.py``: each reference answer located in a chunk of its page, plus "no
+answer here" chunks of other pages); the packaged MiniLM encoder gets a start/end span head,
+is trained and calibrated on held-out pages (``rag/answer/reader_training.py``) into
+``<home>/readers/<key>/``, where ``key`` hashes every input by content, so an unchanged rebuild
+trains nothing. The version's serving snapshot gets a pointer to it, which the CLI, the service
+and the eval run load (``rag/answer/answerers.py``).
+"""
+
+import json
+import time
+
+import dagster as dg
+from pydantic import Field
+
+from ... import settings
+from ..partitions import index_version
+from ..reporting import floats, training_progress
+from ..resources import DataHomeResource
+from .training_inputs import training_inputs
+
+
+def _default_examples() -> int:
+    from ...rag.answer.reader_training import ReaderRecipe
+
+    return settings.reader_examples(ReaderRecipe.max_examples)
+
+
+class AnswerReaderConfig(dg.Config):
+    max_examples: int = Field(
+        default_factory=_default_examples,
+        description="train + dev examples (env INFRA_RAG_READER_EXAMPLES, else the recipe's default)",
+    )
+    layers: int = 3
+    epochs: int = 1
+    device: str = Field(default="cpu", description="torch device to train on: cpu, cuda, cuda:0, ...")
+
+
+@dg.asset(
+    partitions_def=index_version,
+    deps=["chunks"],
+    group_name="evaluation",
+    kinds={"pytorch"},
+    owners=["team:search-platform"],
+    description="The span reader the offline answerer uses: MiniLM with a start/end head trained on the k8s "
+    "train split's reference answers located in the version's chunks, against other pages' chunks as "
+    "'no answer here'; the null-vs-span margin is Platt-calibrated on held-out pages so abstention is a "
+    "probability floor; content-addressed under <home>/readers/<key>/, reused when the inputs are unchanged.",
+)
+def answer_reader(
+    context: dg.AssetExecutionContext, config: AnswerReaderConfig, store: DataHomeResource
+) -> dg.MaterializeResult:
+    from ...rag.answer.answerers import write_reader_pointer
+    from ...rag.answer.reader_data import build_examples
+    from ...rag.answer.reader_training import READER_JSON, ReaderRecipe, reader_key, train_reader
+    from ...rag.judge.judge_pairs import load_train_rows
+
+    inputs = training_inputs(context, store)
+    home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
+    train_split = inputs.train_split
+    recipe = ReaderRecipe(max_examples=config.max_examples, layers=config.layers, epochs=config.epochs)
+    key = reader_key(recipe, **lineage)
+    target = home.cache("readers").path(key)
+    reused = (target / READER_JSON).is_file()
+    if not reused:
+        started = time.perf_counter()
+        rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
+        made = build_examples(rows, chunks, negatives_per_positive=recipe.negatives_per_positive, seed=recipe.seed)
+        context.log.info(f"reader examples {made.composition} in {time.perf_counter() - started:.1f}s")
+        if not any(e.start >= 0 for e in made.examples):  # offline answers stay extractive
+            context.log.warning(f"no train answer located in {version}'s chunks: {made.composition}; no reader")
+            return dg.MaterializeResult(metadata={"key": key, "trained": False,
+                                                  "composition": dg.MetadataValue.json(made.composition)},
+                                        data_version=dg.DataVersion("no-reader"))  # fmt: skip
+        target.parent.mkdir(parents=True, exist_ok=True)
+        train_reader(base, made.examples, target, recipe, device=config.device,
+                     progress=training_progress(context, "reader training"),
+                     extra={"key": key, "composition": made.composition,
+                            "seconds_examples": round(time.perf_counter() - started, 1),
+                            "lineage": {**lineage, "index_version": version}})  # fmt: skip
+    record = json.loads((target / READER_JSON).read_text())
+    write_reader_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
+    dev, training = record.get("dev", {}), record.get("training", {})
+    numbers = {name: dev.get(name) for name in ("dev_span_f1", "dev_span_exact", "dev_margin_auroc",
+                                                 "dev_calibration_ece")}  # fmt: skip
+    return dg.MaterializeResult(
+        metadata={
+            **floats({**numbers, "seconds_training": training.get("seconds_training")}),
+            "key": key,
+            "reused_existing": reused,
+            "train_examples": record.get("train_examples", 0),
+            "dev_examples": dev.get("dev_examples", 0),
+            "composition": dg.MetadataValue.json(record.get("composition", {})),
+            "recipe": dg.MetadataValue.json(record.get("recipe", {})),
+            "device": record.get("device", ""),
+            "weights_hash": record.get("trained_weights_hash", ""),
+            "trained_on_index_version": record.get("lineage", {}).get("index_version", ""),
+            "path": dg.MetadataValue.path(str(target)),
+        },
+        data_version=dg.DataVersion(record["trained_weights_hash"]),
+    )

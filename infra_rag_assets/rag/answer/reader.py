@@ -1,0 +1,168 @@
+"""The reader answerer: it names the answer span, then quotes the sentence holding it.
+
+A trained span reader (``reader_training.py``) scores every (question, passage) pair; the best
+span across passages wins when its calibrated probability clears the floor, else the answer is
+the abstention sentence, as the extractive answerer's. The text states the span first, then the
+evidence sentence verbatim with its ``[n]``; the citation is that sentence's exact slice of the
+chunk, so citations are exact by construction and never name a passage that lacks the span.
+Questions asking for several things get up to ``MAX_LIST`` spans from different sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from .extractive import sentence_spans
+from .prompts import ABSTENTION
+from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
+
+if TYPE_CHECKING:
+    from .reader_model import Span
+
+READER_METHOD: Literal["reader"] = "reader"
+MAX_PASSAGES = 8  # retrieval order: the packed context, never 10,000 forward passes
+MAX_LIST = 3
+DEFAULT_FLOOR = 0.5  # calibrated P(span is the answer) under which the reader abstains
+# a reader is the default offline answerer only when it learnt: span F1 and a margin that ranks
+# right answers over wrong ones on its dev pages (else the extractive answerer serves by default)
+MIN_DEV_SPAN_F1 = 0.45
+MIN_DEV_AUROC = 0.65
+_SEVERAL = re.compile(
+    r"\b(which|what)\s+(are|were|two|three|four|kinds|types|ways|fields|options|steps)\b|\blist\b|\bname\s+(the|two|three)\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class ScoredSpan:
+    span: Span
+    probability: float
+    text: str
+
+
+class Reader:
+    """A loaded reader: model, tokenizer, recipe and calibration, on one ``torch.device``."""
+
+    def __init__(self, folder: Path, *, device: str = "cpu", quantize: bool = True) -> None:
+        import torch
+
+        from ..judge.calibration import Platt
+        from .reader_model import load_reader
+        from .reader_training import READER_JSON
+
+        record = json.loads((folder / READER_JSON).read_text())
+        recipe = record["recipe"]
+        self.device = torch.device(device)
+        self.tokenizer, model = load_reader(folder, layers=recipe["layers"], device=self.device)
+        if quantize and self.device.type == "cpu":
+            from ..judge.judge_training import quantized
+
+            model = quantized(model) or model
+        self.model = model
+        self.max_length, self.max_span_tokens = recipe["max_length"], recipe["max_span_tokens"]
+        self.platt = Platt.from_dict(record["calibration"])
+        self.floor = float(record.get("floor", DEFAULT_FLOOR))
+        self.model_id = f"reader-{record.get('key', folder.name)}"
+        dev = record.get("dev") or {}
+        self.usable = (dev.get("dev_span_f1") or 0) >= MIN_DEV_SPAN_F1 and (
+            dev.get("dev_margin_auroc") or 0
+        ) >= MIN_DEV_AUROC
+
+    def spans(self, question: str, passages: Sequence[str], top: int = 5) -> list[ScoredSpan]:
+        """The best spans over ``passages``, best first, each with its calibrated probability."""
+        from .reader_training import read_spans
+
+        texts = list(passages[:MAX_PASSAGES])
+        if not question.strip() or not any(t.strip() for t in texts):
+            return []
+        found = read_spans(self.model, self.tokenizer, question, texts, self.max_length, self.max_span_tokens,
+                           self.device, top=top)  # fmt: skip
+        probs = self.platt.apply(np.array([[s.margin] for s in found])) if found else np.zeros(0)
+        return [ScoredSpan(s, float(p), texts[s.passage][s.start : s.end]) for s, p in zip(found, probs)]
+
+
+@lru_cache(maxsize=2)
+def load_reader_folder(folder: str, device: str = "cpu") -> Reader:
+    """One loaded reader per folder and process (a content-keyed folder never changes)."""
+    return Reader(Path(folder), device=device)
+
+
+def answer_reader(question: str, passages: Sequence[PassageLike], reader: Reader) -> Answer:
+    """The span first, then the sentence(s) holding it as cited evidence; abstain under the floor."""
+    started = time.perf_counter()
+    base = AnswerBase(question=question, method=READER_METHOD, model=reader.model_id, prompt_name="",
+                      prompt_hash="")  # fmt: skip
+    scored = reader.spans(question, [p.text for p in passages])
+    picked = pick_spans(question, scored, passages, reader.floor)
+    if not picked:
+        return Answer(text=ABSTENTION, citations=[], outcome="abstained", latency_ms=elapsed_ms(started),
+                      candidates=[_candidate(s) for s in scored[:5]], **base)  # fmt: skip
+    citations = [evidence_citation(s.span, passages[s.span.passage]) for s in picked]
+    short = "; ".join(_one_line(s.text) for s in picked)
+    quotes = " ".join(f"“{_one_line(c.cited_text)}” [{c.passage_number}]" for c in citations)
+    numbers = "".join(f" [{n}]" for n in dict.fromkeys(c.passage_number for c in citations))
+    return Answer(text=f"{short}{numbers}\n\nEvidence: {quotes}", citations=citations, outcome="answered",
+                  short_answer=short, latency_ms=elapsed_ms(started), candidates=[_candidate(s) for s in scored[:5]],
+                  **base)  # fmt: skip
+
+
+def pick_spans(question: str, scored: Sequence[ScoredSpan], passages: Sequence[PassageLike],
+               floor: float) -> list[ScoredSpan]:  # fmt: skip
+    """The best span over the floor; for list questions, more from other sentences near its score."""
+    good = [s for s in scored if s.probability >= floor and s.text.strip()]
+    if not good:
+        return []
+    want = MAX_LIST if _SEVERAL.search(question) else 1
+    picked: list[ScoredSpan] = []
+    seen: set[tuple[int, int]] = set()
+    for s in good:
+        sentence = _sentence_of(s.span, passages[s.span.passage].text)
+        key = (s.span.passage, sentence[0])
+        if key in seen or any(_overlaps(s, p) for p in picked):
+            continue
+        seen.add(key)
+        picked.append(s)
+        if len(picked) == want:
+            break
+    return picked
+
+
+def _overlaps(a: ScoredSpan, b: ScoredSpan) -> bool:
+    return a.span.passage == b.span.passage and a.span.start < b.span.end and b.span.start < a.span.end
+
+
+def _sentence_of(span: Span, text: str) -> tuple[int, int]:
+    """The prose sentence(s) covering the span; else the line(s) holding it (a table row, a list)."""
+    covering = [(a, b) for a, b in sentence_spans(text) if a < span.end and span.start < b]
+    if covering:
+        return covering[0][0], max(b for _, b in covering)
+    a = text.rfind("\n", 0, span.start) + 1
+    b = text.find("\n", span.end)
+    return a, len(text) if b < 0 else b
+
+
+def evidence_citation(span: Span, p: PassageLike) -> Citation:
+    """The sentence holding ``span`` as an exact slice of its chunk (it contains the span)."""
+    a, b = _sentence_of(span, p.text)
+    a, b = min(a, span.start), max(b, span.end)
+    return Citation(passage_number=span.passage + 1, chunk_id=p.chunk_id, doc_id=p.doc_id, url=p.url,
+                    cited_text=p.text[a:b], chunk_start=a, chunk_end=b, doc_start=p.start_char + a,
+                    doc_end=p.start_char + b)  # fmt: skip
+
+
+def _candidate(s: ScoredSpan) -> dict[str, Any]:
+    return {"text": _one_line(s.text), "passage_number": s.span.passage + 1, "probability": round(s.probability, 4),
+            "margin": round(s.span.margin, 3)}  # fmt: skip
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
