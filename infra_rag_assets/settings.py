@@ -27,6 +27,7 @@ VARIABLES = {
     "JUDGE_DATA": "folder of the support judge's public labelled answers (default ../shared/judge-data; none: without)",
     "ADAPT": "0/false/no/off: build new versions with the base model as is (the quick build)",
     "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
+    "JUDGE_LABELS": "0/false/no/off: skip scoring the hand-labelled answers in support_judge (tests; default on)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
     "DEVICE": "model stages' hardware: auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; "
     "the service's query embedding stays on the CPU unless set",
@@ -93,6 +94,10 @@ def judge_data_dir() -> Path | None:
 
 def adapt() -> bool:
     return _read("ADAPT").lower() not in ("0", "false", "no", "off")
+
+
+def judge_labels() -> bool:
+    return _read("JUDGE_LABELS").lower() not in ("0", "false", "no", "off")
 
 
 def ocr() -> bool:

@@ -19,6 +19,9 @@ os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
 # ... on the fixture corpus and train-split pairs only (the public answers make calibration minutes long).
 os.environ.setdefault("INFRA_RAG_JUDGE_DATA", "none")
+# The hand-label report scores 161 answers at 512 tokens (minutes on 2 cores) in every fixture build;
+# its code is tested on its own (test_rag_label_calibration.py), so builds skip it.
+os.environ.setdefault("INFRA_RAG_JUDGE_LABELS", "0")
 os.environ.setdefault("INFRA_RAG_READER_EXAMPLES", "96")  # the reader trains seconds (quality is not under test)
 
 # The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.

@@ -30,6 +30,8 @@ def label_report(home, version: str) -> dict:
     from ...rag.judge.label_calibration import cached_report
     from ...rag.judge.version_judge import load_version_judge
 
+    if not settings.judge_labels():
+        return {"hand_labels": "not scored: INFRA_RAG_JUDGE_LABELS is off"}
     path = answer_labels_file()
     judge, note = load_version_judge(home, version)
     if judge is None or not path.is_file():
