@@ -121,7 +121,9 @@ def test_unknown_version_is_404_and_traced(client):
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "version_not_found"
     http.app.state.serving.sink.flush()
     traced = read_traces(home.traces_dir())
-    assert traced.filter(traced["trace_id"] == missing.json()["error"]["trace_id"])["outcome"].to_list() == ["error"]
+    assert traced.filter(traced["trace_id"] == missing.json()["error"]["trace_id"])["outcome"].to_list() == [
+        "client_error"
+    ]  # a 4xx: never a health error
 
 
 @pytest.mark.parametrize("name", ["release.json", "release.json.tmp", "nope", "a.b", "x" * 100])

@@ -10,6 +10,7 @@ process shares), so a late client is refused at connect (``ECONNREFUSED``) and r
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import signal
 import socket
@@ -34,8 +35,10 @@ def drain_on_sigterm(state: Any) -> None:
         return
 
     def stop(sig, frame) -> None:
-        closed = stop_listening()
-        log.info("drained: %d listening socket(s) shut, shutting down", closed)
+        # Only a worker of several shares its listener with uvicorn's supervisor; a single-process
+        # server closes its own socket in its shutdown, as before.
+        if multiprocessing.parent_process() is not None:
+            log.info("drained: %d shared listening socket(s) shut", stop_listening())
         server_handler(sig, frame)
 
     def drain(sig, frame) -> None:
