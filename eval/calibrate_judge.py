@@ -12,14 +12,14 @@ import json
 import time
 from pathlib import Path
 
-from infra_rag_assets.package_data import benchmarks_dir
+from infra_rag_assets.package_data import answer_labels_file
 from infra_rag_assets.rag.judge.label_calibration import calibration_report, load_labels, signals
 from infra_rag_assets.rag.judge.version_judge import load_version_judge
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import resolve_version
 
 ROOT = Path(__file__).resolve().parents[1]
-LABELS = benchmarks_dir() / "answer_labels.jsonl"
+LABELS = answer_labels_file()
 OUT = ROOT / "eval" / "results" / "answer_label_calibration.json"
 
 

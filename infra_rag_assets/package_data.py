@@ -29,6 +29,11 @@ def benchmarks_dir() -> Path:
     return data_path("benchmarks")
 
 
+def answer_labels_file() -> Path:
+    """The hand-labelled answers the judge's agreement is measured on (``label_calibration``)."""
+    return data_path("benchmarks", "answer_labels.jsonl")
+
+
 def default_sources_file() -> Path:
     """The shipped sources.yaml: the four projects' mirrors under ``${INFRA_RAG_CORPUS}``."""
     return data_path("sources.yaml")

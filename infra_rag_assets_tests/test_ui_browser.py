@@ -70,13 +70,16 @@ GATES = """gates:
   - {name: ui-smoke-hit10, metric: hit@10, regime: serving, slice: own_labelled/overall,
      comparison: floor, threshold: 0.0, severity: critical}
 """
+# Every limit below is for a quiet machine and is multiplied by the load per core
+# (conftest.load_factor) when it starts. The UI's run is waited on through its own events,
+# re-reading the load on every poll: it fails when the run logs nothing for RUN_IDLE_S (stuck,
+# not slow), or runs past RUN_TIMEOUT_S (~100 s alone on 2 cores).
+REGISTER_S = 180
 SERVER_START_S = 120
-# The UI's run is waited on through its own events, each limit times the load per core
-# (conftest.load_factor), re-read on every poll: it fails when the run logs nothing for
-# RUN_IDLE_S (stuck, not slow), or runs past RUN_TIMEOUT_S (~100 s alone on 2 cores).
 RUN_IDLE_S = 180
 RUN_TIMEOUT_S = 420
 UI_WAIT_S = 45
+MODAL_WAIT_S = 6  # the first-visit modal appears within this after a page opens
 
 
 def _browser_prerequisites():
@@ -175,7 +178,7 @@ def dagster_ui(tmp_path: Path):
         cwd=workdir,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=REGISTER_S * load_factor(),
     )
     assert made.returncode == 0, made.stderr[-3000:]
     version = made.stdout.strip().splitlines()[0].strip()
@@ -205,7 +208,8 @@ def dagster_ui(tmp_path: Path):
             start_new_session=True,
         )  # own process group: killed whole in finally
     try:
-        deadline = time.monotonic() + SERVER_START_S
+        start_limit = SERVER_START_S * load_factor()
+        deadline = time.monotonic() + start_limit
         while True:
             assert proc.poll() is None, f"dagster dev exited early:\n{_tail(log)}"
             try:
@@ -214,7 +218,7 @@ def dagster_ui(tmp_path: Path):
                         break
             except (urllib.error.URLError, OSError):
                 pass
-            assert time.monotonic() < deadline, f"dagster dev not serving after {SERVER_START_S}s:\n{_tail(log)}"
+            assert time.monotonic() < deadline, f"dagster dev not serving after {start_limit:.0f}s:\n{_tail(log)}"
             time.sleep(1)
         yield base, version, log
     finally:
@@ -256,7 +260,7 @@ class Page:
         from selenium.webdriver.support.ui import WebDriverWait
 
         self.d, self.base, self.shots = driver, base, shots
-        self.wait = WebDriverWait(driver, UI_WAIT_S, poll_frequency=0.3)
+        self.wait = WebDriverWait(driver, UI_WAIT_S * load_factor(), poll_frequency=0.3)
         self.modal_dismissed = False
 
     def open(self, path: str) -> None:
@@ -269,7 +273,7 @@ class Page:
 
         if self.modal_dismissed:
             return
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + MODAL_WAIT_S * load_factor()
         while time.monotonic() < deadline:
             skip_xpath = "//div[@role='dialog']//button[normalize-space()='Skip']"
             skips = [b for b in self.d.find_elements(By.XPATH, skip_xpath) if b.is_displayed()]

@@ -10,16 +10,14 @@ measured from (upstream data versions, configuration, question files, code): an 
 rebuild copies it instead of asking ~600 questions again.
 """
 
-from dataclasses import replace
-
 import dagster as dg
 import polars as pl
 
 from ...rag.evaluate.benchmarks import TRAIN_BENCHMARK, load_benchmark
-from ...rag.evaluate.calibrate import MIN_QUESTIONS, measure_calibration
+from ...rag.evaluate.calibrate import MIN_QUESTIONS, calibrate_or_reuse
 from ...rag.evaluate.reuse import content_key
 from ...rag.index.config import stable_hash
-from ...rag.search.calibration import Calibration, calibration_path, read_calibration, write_calibration
+from ...rag.search.calibration import calibration_path, write_calibration
 from ...rag.search.retrieval_settings import DEFAULT_FLOOR
 from ..asset_lineage import upstream_lineage
 from ..partitions import index_version
@@ -50,7 +48,7 @@ class CalibrationConfig(dg.Config):
 def abstention_calibration(
     context: dg.AssetExecutionContext, config: CalibrationConfig, store: DataHomeResource
 ) -> dg.MaterializeResult:
-    from ...rag.search.engine import QueryEngine, one_torch_thread
+    from ...rag.search.engine import QueryEngine
 
     version = context.partition_key
     home = store.data_home()
@@ -61,23 +59,11 @@ def abstention_calibration(
     answerable = load_benchmark(config.answerable)
     key = _calibration_key(context, config, store, off_topic, answerable)
     kept = home.cache("calibration").path(key) if key and config.reuse_identical else None
-    reused = _reusable(kept, engine) if kept else None
+    calibration, why_not, reused = calibrate_or_reuse(
+        engine, off_topic, answerable, kept, sample=config.sample, seed=config.seed, min_questions=config.min_questions
+    )
     if reused is not None:
-        calibration, why_not = replace(reused, version=version), ""
         context.log.info(f"{version}: calibration of {reused.version} reused (identical inputs and code)")
-    else:
-        with one_torch_thread():  # as served: two threads per query were far slower on shared cores
-            calibration, why_not = measure_calibration(
-                engine,
-                off_topic,
-                answerable,
-                sample=config.sample,
-                seed=config.seed,
-                min_questions=config.min_questions,
-            )
-        if calibration is not None and kept:
-            kept.mkdir(parents=True, exist_ok=True)
-            write_calibration(kept, calibration)
     if calibration is None:
         context.log.warning(f"{version} not calibrated: {why_not}")
         return dg.MaterializeResult(
@@ -135,14 +121,3 @@ def _calibration_key(
             "config": config.model_dump(exclude={"reuse_identical"}),
         },
     )
-
-
-def _reusable(kept, engine) -> Calibration | None:
-    """The kept calibration when it was measured with this version's model weights."""
-    try:
-        calibration = read_calibration(kept)
-    except ValueError:
-        return None  # damaged: measure again (and overwrite it)
-    if calibration is None or calibration.model_hash != engine.embedder.weights_hash:
-        return None
-    return calibration

@@ -15,15 +15,13 @@ import dagster as dg
 from pydantic import Field
 
 from ... import settings
-from ...package_data import benchmarks_dir
+from ...package_data import answer_labels_file
 from ...rag.index.config import BuildSettings
 from ..index.domain_model import refuse_non_train
 from ..partitions import index_version
 from ..reporting import training_progress
 from ..resources import DataHomeResource, default_train_split
 from .judge_report import judge_metadata, label_metadata
-
-LABELS_FILE = "answer_labels.jsonl"
 
 
 def label_report(home, version: str) -> dict:
@@ -32,10 +30,10 @@ def label_report(home, version: str) -> dict:
     from ...rag.judge.label_calibration import cached_report
     from ...rag.judge.version_judge import load_version_judge
 
-    path = benchmarks_dir() / LABELS_FILE
+    path = answer_labels_file()
     judge, note = load_version_judge(home, version)
     if judge is None or not path.is_file():
-        return {"hand_labels": note if judge is None else f"no {LABELS_FILE}"}
+        return {"hand_labels": note if judge is None else f"no {path.name}"}
     report, cached = cached_report(judge, path, home.cache("judging"))
     return label_metadata(report, cached)
 

@@ -2,14 +2,17 @@
 
 The best dense cosine of each off-topic question and of a fixed sample of answerable **train**
 questions (whose page the version has), with the version's own model and chunks; the floor
-rule itself is ``search.calibration.derive_floor``.
+rule itself is ``search.calibration.derive_floor``. ``calibrate_or_reuse`` copies the calibration
+kept for identical inputs instead of asking the questions again (the key is the caller's).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from ..search.calibration import Calibration, calibrate
+from ..search.calibration import Calibration, calibrate, read_calibration, write_calibration
 from ..search.retrieval_settings import RetrievalSettings
 from .benchmarks import Benchmark, answerable_sample
 
@@ -62,3 +65,44 @@ def measure_calibration(
         model_hash=engine.embedder.weights_hash,
         sources=sources,
     ), ""
+
+
+def calibrate_or_reuse(
+    engine,
+    off_topic: Benchmark,
+    answerable: Benchmark,
+    kept: Path | None,
+    *,
+    sample: int,
+    seed: int,
+    min_questions: int = MIN_QUESTIONS,
+) -> tuple[Calibration | None, str, Calibration | None]:
+    """(calibration of ``engine.version`` or None, why not, the kept calibration it copies or None).
+
+    ``kept`` is the content-addressed folder of this calibration's inputs (None: no reuse): its
+    calibration is copied when it was measured with this version's model weights; else the
+    questions are asked (one torch thread, as served) and the result is kept there."""
+    from ..search.engine import one_torch_thread
+
+    reused = _reusable(kept, engine.embedder.weights_hash) if kept else None
+    if reused is not None:
+        return replace(reused, version=engine.version), "", reused
+    with one_torch_thread():  # as served: two threads per query were far slower on shared cores
+        calibration, why_not = measure_calibration(
+            engine, off_topic, answerable, sample=sample, seed=seed, min_questions=min_questions
+        )
+    if calibration is not None and kept:
+        kept.mkdir(parents=True, exist_ok=True)
+        write_calibration(kept, calibration)
+    return calibration, why_not, None
+
+
+def _reusable(kept: Path, weights_hash: str) -> Calibration | None:
+    """The kept calibration when it was measured with these model weights."""
+    try:
+        calibration = read_calibration(kept)
+    except ValueError:
+        return None  # damaged: measure again (and overwrite it)
+    if calibration is None or calibration.model_hash != weights_hash:
+        return None
+    return calibration
