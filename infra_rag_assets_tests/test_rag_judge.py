@@ -202,11 +202,13 @@ def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     target = tmp_path / "judges" / "k1"
     steps = []
     record = train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe, progress=lambda _s, t, _l: steps.append(t))
-    assert steps and steps[-1] == record["steps"] and record["train_pairs"] + record["calibration_pairs"] == len(pairs)
+    assert steps and steps[-1] == record["steps"]
+    assert record["train_pairs"] + record["calibration_pairs"] + record["report_pairs"] == len(pairs)
     assert sorted(p.name for p in target.parent.iterdir()) == ["k1"]  # staging renamed, nothing left
     saved = json.loads((target / JUDGE_JSON).read_text())
     assert saved["recipe"] == recipe.to_dict() and saved["composition"] == pairs.composition
     assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(saved["calibrators"][SUPPORT]["weights"]) == 4
+    assert 0.0 < saved["thresholds"][SUPPORT] < 1.0 and 0.0 < saved["thresholds"][RELEVANCE] < 1.0  # fitted, not 0.5
     with pytest.raises(FileExistsError):
         train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe)
 
@@ -220,6 +222,11 @@ def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     rel = judge.relevance(["How often are replicas checked?"] * 3, ["It checks every 10 seconds.", "x", "A Job."])
     assert len(rel) == 3 and all(0.0 < p < 1.0 for p in rel)
     assert judge.support([], []) == [] and judge.relevance([], []) == []
+    assert judge.threshold == saved["thresholds"][SUPPORT]
+    changed = "The controller checks replicas every 99 seconds."
+    spans = judge.unsupported_spans(changed, _chunks()[1]["text"], at=0.0)
+    assert spans and all(s["text"] == changed[s["start"] : s["end"]] for s in spans)
+    assert judge.unsupported_spans("", "x") == []
     with pytest.raises(ValueError):
         judge.support(["one"], [])
     # calibrated on int8 scores: a torch without quantize_dynamic scores in fp32 and says so

@@ -1,7 +1,8 @@
 """support_judge: the cross-encoder that scores answers, trained here per corpus (no hub download).
 
-chunks → support_judge → eval_run. Pairs come from the version's chunks and the k8s TRAIN split
-(``rag/judge/judge_pairs.py``: supported sentences and paraphrases against hard negatives); the
+chunks → support_judge → eval_run. Pairs come from the version's chunks, the k8s TRAIN split
+(``rag/judge/judge_pairs.py``, ``product_pairs.py``) and the public labelled answers of
+``INFRA_RAG_JUDGE_DATA`` (``judge_data.py``); the
 packaged MiniLM encoder is fine-tuned and calibrated on held-out pages
 (``rag/judge/support_judge.py``) into ``<home>/judges/<key>/``, where ``key`` hashes every
 input by content, so an unchanged rebuild trains nothing. The version's serving snapshot gets
@@ -58,10 +59,11 @@ class SupportJudgeConfig(dg.Config):
     group_name="evaluation",
     kinds={"pytorch"},
     owners=["team:search-platform"],
-    description="The support judge that scores answers: MiniLM fine-tuned as a cross-encoder on claims "
-    "from the version's chunks and the k8s train split against hard negatives (changed numbers, flipped "
-    "negations, swapped identifiers and components, neighbouring-page sentences), calibrated on held-out "
-    "pages; content-addressed under <home>/judges/<key>/, reused when the inputs are unchanged.",
+    description="The support judge that scores answers: MiniLM (3 layers) fine-tuned as a cross-encoder over "
+    "a claim and the union of its cited passages, on public LLM answers with human labels (RAGTruth train "
+    "spans, AttributionBench dev, HaluEval length-matched), the k8s train split's reference answers, quotes, "
+    "two-passage answers and near-miss edits, and corpus sentences; calibrated and thresholded on DEV sources; "
+    "content-addressed under <home>/judges/<key>/ (judge-data hashes included), reused when the inputs are unchanged.",
 )
 def support_judge(
     context: dg.AssetExecutionContext, config: SupportJudgeConfig, store: DataHomeResource

@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from ..answer.extractive import sentence_spans
 from .claim_edits import coverage
 from .judge_pairs import SUPPORT, JudgePair, split_for_calibration
@@ -159,8 +161,8 @@ def public_pairs(folder: str | Path | None) -> list[JudgePair]:
         return []
     rows = load_rows(folder)
     halu = [r for r in rows if dataset_of(r) == "halueval"]
-    rows = [r for r in rows if dataset_of(r) != "halueval"] + _halueval(halu)
-    return [p for r in rows for p in row_pairs(r)]
+    kept: list[Mapping] = [r for r in rows if dataset_of(r) != "halueval"]
+    return [p for r in [*kept, *_halueval(halu)] for p in row_pairs(r)]
 
 
 def response_rows(folder: str | Path, split: str) -> list[dict]:
@@ -191,12 +193,10 @@ def source_split(pairs: Sequence[JudgePair], share: float, seed: int):
     return train, calibration, []
 
 
-def best_threshold(probs: Sequence[float], labels: Sequence[int], groups: Sequence[str] = ()) -> float:
+def best_threshold(probs: Sequence[float] | np.ndarray, labels: Sequence[int], groups: Sequence[str] = ()) -> float:
     """The probability cut that maximizes balanced accuracy (mean of the true-positive and
     true-negative rates), each label's rate weighting every ``group`` (pair kind) equally so the
     most numerous kind does not set the threshold alone. Fitted on DEV pairs only."""
-    import numpy as np
-
     p, y = np.asarray(probs, dtype=np.float64), np.asarray(labels) > 0
     g = np.asarray(list(groups) if len(groups) else [""] * len(p))
     weights = np.zeros(len(p))
