@@ -77,3 +77,20 @@ def test_loading_into_the_warehouse_is_idempotent(tmp_path):
     assert load_into_warehouse(warehouse, tmp_path / "traces") == (12, 12)
     assert load_into_warehouse(warehouse, tmp_path / "traces") == (0, 12)
     assert warehouse.rows("SELECT count(DISTINCT trace_id) FROM traces")[0][0] == 12
+
+
+@pytest.mark.unit
+def test_a_warehouse_made_before_the_reader_columns_gains_them_on_open(tmp_path):
+    """answer_results rows now carry short_answer; an older warehouse file must take them."""
+    import duckdb
+    import polars as pl
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE answer_results (index_version VARCHAR, run_id VARCHAR)")
+    con.close()
+    frame = pl.DataFrame({"run_id": ["r"], "short_answer": ["a span"], "correctness_f1_full_text": [0.5]})
+    assert Warehouse(path).replace_partition("answer_results", "v1", frame) == 1
+    assert Warehouse(path).rows("SELECT short_answer, correctness_f1_full_text FROM answer_results") == [
+        ("a span", 0.5)
+    ]

@@ -66,7 +66,8 @@ SCHEMA: dict[str, str] = {
         correctness_f1 DOUBLE, correctness_recall DOUBLE, citation_valid BOOLEAN,
         citation_problems_json VARCHAR, cited_page_precision DOUBLE, safety_passed BOOLEAN, safety_harmful BOOLEAN,
         safety_reasons_json VARCHAR, retrieval_ms DOUBLE, generation_ms DOUBLE, judge_ms DOUBLE,
-        tokens_in INTEGER, tokens_out INTEGER, cost_usd DOUBLE""",
+        tokens_in INTEGER, tokens_out INTEGER, cost_usd DOUBLE, short_answer VARCHAR,
+        correctness_f1_full_text DOUBLE""",
     "trace_judgements": """
         trace_id VARCHAR, index_version VARCHAR, day VARCHAR, judge VARCHAR, adherence DOUBLE,
         adherent BOOLEAN, sentences INTEGER, unsupported_json VARCHAR""",
@@ -80,6 +81,8 @@ SCHEMA: dict[str, str] = {
         citations_json VARCHAR, outcome VARCHAR, method VARCHAR, abstained BOOLEAN,
         degraded BOOLEAN, error VARCHAR""",
 }
+# Columns added to a table after warehouses were made with it (also in SCHEMA): added on open.
+ADDED_COLUMNS = {"answer_results": ("short_answer VARCHAR", "correctness_f1_full_text DOUBLE")}
 # Tables that are append-only history rather than per-version partitions.
 HISTORY_TABLES = {"releases", "traces", "trace_judgements"}
 
@@ -130,6 +133,9 @@ class Warehouse(WarehouseReads):
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         for table, columns in SCHEMA.items():
             con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        for table, columns in ADDED_COLUMNS.items():  # warehouse files made before these columns
+            for column in columns:
+                con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}")
 
     def replace_partition(self, table: str, version: str, frame: pl.DataFrame) -> int:
         """Atomically swap ``table``'s rows for ``version`` with ``frame`` (columns by name)."""
