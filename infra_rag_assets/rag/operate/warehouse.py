@@ -133,8 +133,8 @@ class Warehouse(WarehouseReads):
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         for table, columns in SCHEMA.items():
             con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
-        for table, columns in ADDED_COLUMNS.items():  # warehouse files made before these columns
-            for column in columns:
+        for table, added in ADDED_COLUMNS.items():  # warehouse files made before these columns
+            for column in added:
                 con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}")
 
     def replace_partition(self, table: str, version: str, frame: pl.DataFrame) -> int:
