@@ -29,6 +29,7 @@ VARIABLES = {
     "OCR": "0/false/no/off: do not OCR PDF pages without a text layer (default on when Tesseract is installed)",
     "JUDGE_LABELS": "0/false/no/off: skip scoring the hand-labelled answers in support_judge (tests; default on)",
     "JUDGE_PAIRS": "pairs the support judge trains on (default the recipe's; tests use few)",
+    "READER_EXAMPLES": "examples the answer reader trains on (default the recipe's; tests use few)",
     "DEVICE": "model stages' hardware: auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; "
     "the service's query embedding stays on the CPU unless set",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",

@@ -18,7 +18,7 @@ from pydantic import Field
 from ... import settings
 from ..partitions import index_version
 from ..reporting import floats, training_progress
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, stage_device
 from .training_inputs import training_inputs
 
 
@@ -35,7 +35,6 @@ class AnswerReaderConfig(dg.Config):
     )
     layers: int = 3
     epochs: int = 1
-    device: str = Field(default="cpu", description="torch device to train on: cpu, cuda, cuda:0, ...")
 
 
 @dg.asset(
@@ -57,6 +56,7 @@ def answer_reader(
     from ...rag.answer.reader_training import READER_JSON, ReaderRecipe, reader_key, train_reader
     from ...rag.judge.judge_pairs import load_train_rows
 
+    hardware = stage_device()  # INFRA_RAG_DEVICE: a GPU when there is one
     inputs = training_inputs(context, store)
     home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
     train_split = inputs.train_split
@@ -75,7 +75,7 @@ def answer_reader(
                                                   "composition": dg.MetadataValue.json(made.composition)},
                                         data_version=dg.DataVersion("no-reader"))  # fmt: skip
         target.parent.mkdir(parents=True, exist_ok=True)
-        train_reader(base, made.examples, target, recipe, device=config.device,
+        train_reader(base, made.examples, target, recipe, device=hardware.torch_device,
                      progress=training_progress(context, "reader training"),
                      extra={"key": key, "composition": made.composition,
                             "seconds_examples": round(time.perf_counter() - started, 1),

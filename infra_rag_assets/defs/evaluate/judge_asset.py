@@ -19,7 +19,7 @@ from ... import settings
 from ...package_data import answer_labels_file
 from ..partitions import index_version
 from ..reporting import training_progress
-from ..resources import DataHomeResource
+from ..resources import DataHomeResource, stage_device
 from .judge_report import judge_metadata, label_metadata
 from .training_inputs import training_inputs
 
@@ -80,6 +80,7 @@ def support_judge(
     )
     from ...rag.judge.version_judge import write_pointer
 
+    hardware = stage_device()
     inputs = training_inputs(context, store)
     home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
     train_split = inputs.train_split
@@ -96,7 +97,7 @@ def support_judge(
         context.log.info(f"{len(pairs)} judge pairs {dict(pairs.composition)} in {time.perf_counter() - started:.1f}s")
         target.parent.mkdir(parents=True, exist_ok=True)
         train_support_judge(base, pairs, target, recipe, progress=training_progress(context, "judge training"),
-                            extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
+                            device=hardware.torch_device, extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
     record = json.loads((target / JUDGE_JSON).read_text())
     write_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
     labels = label_report(home, version)
