@@ -21,7 +21,9 @@ QUESTIONS = [
      ["kubernetes:concepts_services-networking_endpoint-slices"],
      "By default, the control plane creates and manages EndpointSlices to have no more than 100 endpoints each."),
     ("q-basic-auth", "How do I protect the Prometheus web UI with a bcrypt password?",
-     ["prometheus-site:guides_basic-auth"], "Set basic_auth_users with a bcrypt hash in the web config."),
+     ["prometheus-site:guides_basic-auth"],
+     "Keep the username and a bcrypt-hashed password in a web.yml file and start Prometheus with the flag "
+     "that makes it use those credentials."),
     ("q-argocd-app", "In Argo CD, what is an Application?", ["argocd:core_concepts"],
      "A group of Kubernetes resources as defined by a manifest."),
     ("q-off-1", "What is the boiling point of olive oil in Kelvin?", [], ""),
@@ -93,9 +95,11 @@ def test_answers_are_scored_and_broken_answerers_are_refused(env):
         assert not result.asset_materializations_for_node("release")
     assert releases.current_release(store.data_home().warehouse()) is None
 
-    # the opposite drill: the benchmark's own reworded reference answers, their page in the
-    # context, pass the same answer gates (production's 0.80 adherence floor) at the judge's
-    # DEV-fitted threshold; the release stage is left out so the plain run below still releases
+    # the opposite drill: reworded reference answers, citing their page's passages in the
+    # context (each answer's content is in those passages: a reference naming what the context
+    # lacks is rightly judged unsupported), pass the same answer gates (production's 0.80
+    # adherence floor) at the judge's DEV-fitted threshold; the release stage is left out so
+    # the plain run below still releases
     drill = _evaluate(instance, store, settings, version, bench, stages=("eval_run",), answer_fault="reference-answers")
     assert _checks(drill)["critical_gates"].passed, _checks(drill)["critical_gates"].metadata["gates"].value
     drilled = {

@@ -97,7 +97,8 @@ def support_judge(
         context.log.info(f"{len(pairs)} judge pairs {dict(pairs.composition)} in {time.perf_counter() - started:.1f}s")
         target.parent.mkdir(parents=True, exist_ok=True)
         train_support_judge(base, pairs, target, recipe, progress=training_progress(context, "judge training"),
-                            device=hardware.torch_device, extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
+                            device=hardware.torch_device,
+                            extra={"key": key, "lineage": {**lineage, "index_version": version}})  # fmt: skip
     record = json.loads((target / JUDGE_JSON).read_text())
     write_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
     labels = label_report(home, version)

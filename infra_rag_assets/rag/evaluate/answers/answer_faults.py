@@ -6,7 +6,7 @@ a broken answerer, and the critical answer gates must refuse its release (tested
 * ``no-citations``: the same answer with its ``[n]`` markers and citations dropped.
 
 And the opposite drill, ``reference-answers``: every question the benchmark has a reference
-answer for is answered with that human-written (often reworded) answer, citing the first
+answer for is answered with that human-written (often reworded) answer, citing every
 packed passage of its page (``reference_answer``); a judge that only recognises quotes fails
 it. Questions whose page is not in the context keep the serving answer.
 """
@@ -39,13 +39,16 @@ def damage(answer: Answer, fault: str) -> Answer:
 
 
 def reference_answer(answer: Answer, reference: str, relevant, hits) -> Answer:
-    """``answer`` replaced by ``reference`` citing (as a whole) the first of ``hits`` from a
-    ``relevant`` page; unchanged when there is no reference or no such hit."""
-    number = next((n for n, h in enumerate(hits, 1) if h.doc_id in set(relevant)), 0)
-    if not reference.strip() or not number:
+    """``answer`` replaced by ``reference`` citing every one of ``hits`` from a ``relevant`` page
+    (the page as the context holds it: a human answer draws on the page, not on one chunk of it);
+    unchanged when there is no reference or no such hit."""
+    pages = set(relevant)
+    numbers = [n for n, h in enumerate(hits, 1) if h.doc_id in pages]
+    if not reference.strip() or not numbers:
         return answer
-    hit = hits[number - 1]
-    cited = Citation(number, hit.chunk_id, hit.doc_id, hit.url, hit.text, 0, len(hit.text), hit.start_char,
-                     hit.start_char + len(hit.text))  # fmt: skip
-    text = f"{' '.join(reference.split())} [{number}]"
-    return dataclasses.replace(answer, text=text, citations=[cited], outcome="answered", error="")
+    cited = [
+        Citation(n, h.chunk_id, h.doc_id, h.url, h.text, 0, len(h.text), h.start_char, h.start_char + len(h.text))
+        for n, h in ((n, hits[n - 1]) for n in numbers)
+    ]
+    text = f"{' '.join(reference.split())} {''.join(f'[{n}]' for n in numbers)}"
+    return dataclasses.replace(answer, text=text, citations=cited, outcome="answered", error="")
