@@ -116,7 +116,10 @@ class Server:
         import psutil
 
         workers = psutil.Process(self.proc.pid).children(recursive=True) or [psutil.Process(self.proc.pid)]
-        directory = next(p.environ()["PROMETHEUS_MULTIPROC_DIR"] for p in workers)
+        # the temp-dir watcher `serve` forks before it execs uvicorn is a child too, without the variable
+        directory = next(
+            p.environ()["PROMETHEUS_MULTIPROC_DIR"] for p in workers if "PROMETHEUS_MULTIPROC_DIR" in p.environ()
+        )
         return sorted(os.listdir(directory))
 
     def stop(self) -> None:
