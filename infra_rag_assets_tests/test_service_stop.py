@@ -83,8 +83,12 @@ def test_sse_leavers_are_traced_late_connections_refused_and_no_temp_file_left(r
         time.sleep(1.0)
         scraped = server.scrape()
         answered_200 = scraped.get(("infra_rag_http_requests_total", "/v1/answer", "200"), 0)
-        assert answered_200 == len(left) - len(gone), (answered_200, len(gone))
-        assert scraped.get(("infra_rag_http_requests_total", "/v1/answer", "disconnect"), 0) == len(gone)
+        dropped = scraped.get(("infra_rag_http_requests_total", "/v1/answer", "disconnect"), 0)
+        # every leaver is counted once; one traced as left is never a plain 200. A stream traced in
+        # full whose last bytes the client never took is a disconnect at the HTTP layer, so the
+        # disconnect count may exceed the traced leavers (a race with the reset, seen in a suite)
+        assert answered_200 + dropped == len(left), (answered_200, dropped)
+        assert dropped >= len(gone), (dropped, len(gone))
         print(f"{len(gone)} of {len(left)} leavers left before the end")
 
         os.killpg(server.proc.pid, 15)

@@ -451,7 +451,11 @@ def test_materialize_chain_from_ui_and_read_scorecard(browser, dagster_ui, tmp_p
         browser.switch_to.active_element.send_keys(Keys.ESCAPE)
         questions = _markdown_dialog(page, "questions")
         page.shot("05_questions.png")
-        cited = page.element(".//a[contains(@href, '/assets/source_pages')]", root=questions)
+        upstream_url = page.element(".//a[starts-with(@href, 'http')]", root=questions).get_attribute("href")
+        assert not upstream_url.startswith(base), upstream_url  # a cited page's own upstream URL
+        browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+        cited_pages = _markdown_dialog(page, "cited_pages")
+        cited = page.element(".//a[contains(@href, '/assets/source_pages')]", root=cited_pages)
         href = cited.get_attribute("href")
         assert href.startswith(base) and f"partition={version}" in href, href
         browser.get(href)  # the link's own target (a click may open a new tab)
