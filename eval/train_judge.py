@@ -30,7 +30,8 @@ from infra_rag_assets import settings
 from infra_rag_assets.rag.adapt.finetune import file_sha256
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path, weights_hash
 from infra_rag_assets.rag.judge.calibration import auroc, fit_platt
-from infra_rag_assets.rag.judge.judge_pairs import (
+from infra_rag_assets.rag.judge.judge_training import logits, model_inputs
+from infra_rag_assets.rag.judge.pairs.judge_pairs import (
     LEXICAL_FEATURES,
     RELEVANCE,
     SUPPORT,
@@ -39,7 +40,6 @@ from infra_rag_assets.rag.judge.judge_pairs import (
     page_split,
     split_for_calibration,
 )
-from infra_rag_assets.rag.judge.judge_training import logits, model_inputs
 from infra_rag_assets.rag.judge.support_judge import (
     FEATURES,
     JudgeRecipe,

@@ -13,8 +13,8 @@ import pytest
 from test_rag_answer import FakeAPI  # canned responses in order, every request recorded
 
 from infra_rag_assets.rag.judge.batch import Item
-from infra_rag_assets.rag.judge.claude_judge import MAX_ANSWER_CHARS, ClaudeJudge
-from infra_rag_assets.rag.judge.judge_prompts import PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash
+from infra_rag_assets.rag.judge.claude.claude_judge import MAX_ANSWER_CHARS, ClaudeJudge
+from infra_rag_assets.rag.judge.claude.judge_prompts import PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash
 
 pytestmark = pytest.mark.unit
 

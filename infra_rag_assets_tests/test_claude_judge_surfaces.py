@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from infra_rag_assets.cli import main
-from infra_rag_assets.rag.judge import claude_judge
-from infra_rag_assets.rag.judge.claude_calibration import NOT_RUN, run_claude_calibration
-from infra_rag_assets.rag.judge.judge_prompts import TOOL_NAME
+from infra_rag_assets.rag.judge.claude import claude_judge
+from infra_rag_assets.rag.judge.claude.claude_calibration import NOT_RUN, run_claude_calibration
+from infra_rag_assets.rag.judge.claude.judge_prompts import TOOL_NAME
 from infra_rag_assets.rag.judge.label_calibration import in_tuning_half, load_labels
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ import pytest
 
 from infra_rag_assets.rag.judge import support_judge
 from infra_rag_assets.rag.judge.calibration import auroc, expected_calibration_error, fit_platt, reliability
-from infra_rag_assets.rag.judge.judge_pairs import (
+from infra_rag_assets.rag.judge.pairs.judge_pairs import (
     MUTATIONS,
     RELEVANCE,
     SUPPORT,
@@ -145,6 +145,25 @@ def test_pairs_are_balanced_deterministic_and_labelled_by_construction():
             assert not any(p.second in c["text"] for c in chunks if c["doc_id"] == p.doc_id)
     assert {p.kind for p in pairs} >= {"sentence", "paraphrase", "answer", "relevant", "other_page"}
     assert comp["contradicted"] <= sum(p.kind in MUTATIONS for p in pairs)
+
+
+@pytest.mark.unit
+def test_a_version_without_train_pages_asks_its_headings():
+    """A one-source (non-k8s) version: no train question's page is there, so the relevance pairs
+    ask its section headings (before: no relevance pairs, and the judge's calibration failed)."""
+    chunks = [
+        {**c, "doc_id": c["doc_id"].replace("kubernetes:", "prometheus-site:"),
+         "text": f"## {c['doc_id'].split('_')[-1].title()} rollout settings\n\n{c['text']}"}
+        for c in _chunks()
+    ]  # fmt: skip
+    pairs = build_judge_pairs(chunks, _train_rows(), max_pairs=60, seed=3, window_chars=400)
+    relevance = [p for p in pairs if p.task == RELEVANCE]
+    assert {p.label for p in relevance} == {0, 1}
+    assert all(p.first.startswith("What about ") and "rollout settings" in p.first for p in relevance)
+    positives = [p for p in relevance if p.label == 1]
+    assert all(p.first.split()[2].lower() in p.second.lower() for p in positives)  # the section's own sentence
+    with_rows = build_judge_pairs(_chunks(), _train_rows(), max_pairs=60, seed=3, window_chars=400)
+    assert not any(p.first.startswith("What about ") for p in with_rows)  # only a fallback
 
 
 @pytest.mark.unit

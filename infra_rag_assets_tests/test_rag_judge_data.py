@@ -10,7 +10,7 @@ import pytest
 
 from infra_rag_assets.rag.answer.records import Answer
 from infra_rag_assets.rag.evaluate.answers.answer_faults import reference_answer
-from infra_rag_assets.rag.judge.judge_data import (
+from infra_rag_assets.rag.judge.pairs.judge_data import (
     best_threshold,
     by_split,
     data_hash,
@@ -21,8 +21,8 @@ from infra_rag_assets.rag.judge.judge_data import (
     source_split,
     split_of,
 )
-from infra_rag_assets.rag.judge.judge_pairs import SUPPORT, JudgePair
-from infra_rag_assets.rag.judge.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS, product_pairs
+from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, JudgePair
+from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS, product_pairs
 from infra_rag_assets_tests.test_rag_judge import _chunks, _train_rows
 
 pytestmark = pytest.mark.unit

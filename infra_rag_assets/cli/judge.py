@@ -77,7 +77,7 @@ def judge(obj, batch, version, backend, as_json, output) -> None:
         raise UserError(f"cannot read {batch}: {exc.strerror}") from None
     started = time.perf_counter()
     if backend == "claude":
-        from ..rag.judge.claude_judge import ClaudeJudge
+        from ..rag.judge.claude.claude_judge import ClaudeJudge
 
         claude = ClaudeJudge()
         results, whose = claude.judge_items(items), claude.identity
@@ -125,7 +125,7 @@ def judge(obj, batch, version, backend, as_json, output) -> None:
 def chosen_backend(given: str | None) -> str:
     """The backend from ``--backend`` or INFRA_RAG_JUDGE_BACKEND; claude without a key is a
     one-line error before any work."""
-    from ..rag.judge.claude_judge import ClaudeJudgeUnavailable
+    from ..rag.judge.claude.claude_judge import ClaudeJudgeUnavailable
     from ..rag.judge.judge_backends import chosen_backend as checked
 
     try:

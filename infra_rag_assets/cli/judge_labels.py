@@ -59,7 +59,7 @@ def judge_labels(obj, backend, labels, version, as_json) -> None:
 
 
 def _claude(path: str) -> dict:
-    from ..rag.judge.claude_calibration import run_claude_calibration
+    from ..rag.judge.claude.claude_calibration import run_claude_calibration
 
     return run_claude_calibration(path)
 

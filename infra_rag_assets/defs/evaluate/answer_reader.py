@@ -54,7 +54,7 @@ def answer_reader(
     from ...rag.answer.answerers import write_reader_pointer
     from ...rag.answer.reader_data import build_examples
     from ...rag.answer.reader_training import READER_JSON, ReaderRecipe, reader_key, train_reader
-    from ...rag.judge.judge_pairs import load_train_rows
+    from ...rag.judge.pairs.judge_pairs import load_train_rows
 
     hardware = stage_device()  # INFRA_RAG_DEVICE: a GPU when there is one
     inputs = training_inputs(context, store)

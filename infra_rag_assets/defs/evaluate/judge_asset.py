@@ -1,7 +1,7 @@
 """support_judge: the cross-encoder that scores answers, trained here per corpus (no hub download).
 
 chunks → support_judge → eval_run. Pairs come from the version's chunks, the k8s TRAIN split
-(``rag/judge/judge_pairs.py``, ``product_pairs.py``) and the public labelled answers of
+(``rag/judge/pairs/judge_pairs.py``, ``product_pairs.py``) and the public labelled answers of
 ``INFRA_RAG_JUDGE_DATA`` (``judge_data.py``); the
 packaged MiniLM encoder is fine-tuned and calibrated on held-out pages
 (``rag/judge/support_judge.py``) into ``<home>/judges/<key>/``, where ``key`` hashes every
@@ -69,8 +69,8 @@ class SupportJudgeConfig(dg.Config):
 def support_judge(
     context: dg.AssetExecutionContext, config: SupportJudgeConfig, store: DataHomeResource
 ) -> dg.MaterializeResult:
-    from ...rag.judge.judge_data import data_hash
-    from ...rag.judge.judge_pairs import load_train_rows
+    from ...rag.judge.pairs.judge_data import data_hash
+    from ...rag.judge.pairs.judge_pairs import load_train_rows
     from ...rag.judge.support_judge import (
         JUDGE_JSON,
         JudgeRecipe,

@@ -7,8 +7,8 @@ from typing import Any
 
 from ... import settings
 from ..operate.home import DataHome
-from .claude_judge import BACKEND as CLAUDE
-from .claude_judge import ClaudeJudge, require_key
+from .claude.claude_judge import BACKEND as CLAUDE
+from .claude.claude_judge import ClaudeJudge, require_key
 from .version_judge import load_version_judge
 
 

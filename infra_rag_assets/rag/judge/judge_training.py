@@ -24,7 +24,7 @@ import torch
 
 from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup, _recent_mean
 from ..index.embedding import offline_models
-from .judge_pairs import RELEVANCE, SUPPORT, JudgePair
+from .pairs.judge_pairs import RELEVANCE, SUPPORT, JudgePair
 
 TASKS = (SUPPORT, RELEVANCE)  # head rows, in this order
 PREFIX = {SUPPORT: "support: ", RELEVANCE: "relevance: "}

@@ -37,17 +37,6 @@ import torch
 from ..index.config import stable_hash
 from ..index.embedding import resolve_model_path, text_hash, weights_hash
 from .calibration import Platt, auroc, expected_calibration_error, fit_platt, reliability
-from .judge_data import best_threshold, evidence, public_pairs, source_split
-from .judge_pairs import (
-    LEXICAL_FEATURES,
-    PAIRS_VERSION,
-    RELEVANCE,
-    SUPPORT,
-    JudgePair,
-    JudgePairs,
-    build_judge_pairs,
-    lexical_features,
-)
 from .judge_training import (
     PREFIX,
     TrainProgress,
@@ -59,7 +48,18 @@ from .judge_training import (
     save_cross_encoder,
     token_probabilities,
 )
-from .product_pairs import product_pairs
+from .pairs.judge_data import best_threshold, evidence, public_pairs, source_split
+from .pairs.judge_pairs import (
+    LEXICAL_FEATURES,
+    PAIRS_VERSION,
+    RELEVANCE,
+    SUPPORT,
+    JudgePair,
+    JudgePairs,
+    build_judge_pairs,
+    lexical_features,
+)
+from .pairs.product_pairs import product_pairs
 
 JUDGE_JSON = "judge.json"
 MODEL_SUBDIR = "model"

@@ -23,15 +23,15 @@ from typing import Any
 
 import anthropic
 
-from ... import settings
-from ..answer.generate import DEFAULT_MODEL, one_line_error
-from ..answer.pricing import cost_usd
-from ..answer.records import elapsed_ms
-from .batch import Item
+from .... import settings
+from ...answer.generate import DEFAULT_MODEL, one_line_error
+from ...answer.pricing import cost_usd
+from ...answer.records import elapsed_ms
+from ..batch import Item
+from ..sentences import answer_sentences
+from ..trace import SUPPORTED_AT
 from .claude_reply import AXES, ReplyError, find_span, parse_reply, reply_object
 from .judge_prompts import JUDGE_PROMPT, PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash, render_user
-from .sentences import answer_sentences
-from .trace import SUPPORTED_AT
 
 BACKEND = "claude"
 TIMEOUT_S = 60.0  # per attempt; the SDK retries 408/429/5xx/529 and timeouts MAX_RETRIES times

@@ -8,8 +8,8 @@ import random
 import re
 from collections.abc import Sequence
 
-from ..answer.extractive import sentence_spans
-from ..index.analysis import prose_terms
+from ...answer.extractive import sentence_spans
+from ...index.analysis import prose_terms
 
 # fmt: off
 COMPONENT_GROUPS = (

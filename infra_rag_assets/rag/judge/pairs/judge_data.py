@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..answer.extractive import sentence_spans
+from ...answer.extractive import sentence_spans
 from .claim_edits import coverage
 from .judge_pairs import SUPPORT, JudgePair, split_for_calibration
 

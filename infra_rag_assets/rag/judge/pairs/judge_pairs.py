@@ -11,13 +11,15 @@ cross-encoder learns topic match, not support.
 
 Relevance (question, sentence): a train question against the sentence of its page's best chunk
 that holds the reference answer (positive), and low-overlap sentences of the same or a
-neighbouring page (negatives). Deterministic for a seed; no model, no I/O but the train split.
+neighbouring page (negatives); a version holding none of the train questions' pages (one
+non-k8s source) asks its section headings instead. Deterministic for a seed; no model, no I/O but the train split.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..answer.extractive import sentence_spans
-from ..index.analysis import prose_terms
-from ..index.bm25 import BM25
+from ...answer.extractive import sentence_spans
+from ...index.analysis import prose_terms
+from ...index.bm25 import BM25
 from .claim_edits import (  # noqa: F401 - re-exported: the pair rules' public names
     COMPONENT_GROUPS,
     IDENTIFIER,
@@ -198,6 +200,8 @@ def build_judge_pairs(
     quotas = {k: round(targets[g] * KINDS[k][2]) for g, kinds in groups.items() for k in kinds}
     pools = _Pools(quotas)
     _train_row_pairs(corpus, train_rows, pools, rng, window_chars, contradict_share)
+    if not pools.pairs["relevant"]:  # no train question's page is here (a one-source version)
+        _heading_pairs(corpus, pools, rng)
     _sentence_pairs(corpus, pools, rng, window_chars, contradict_share)
     chosen = JudgePairs()
     for g, kinds in groups.items():
@@ -300,6 +304,30 @@ def _train_row_pairs(corpus: _Corpus, rows: Sequence[Mapping], pools: _Pools, rn
         if pools.open("relevant") and coverage(answer, sentence) >= 0.5:
             pools.add("relevant", question, sentence, doc)
             _relevance_negatives(corpus, pools, question, answer, doc, rng)
+
+
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _heading_pairs(corpus: _Corpus, pools: _Pools, rng) -> None:
+    """Relevance pairs for a version holding no train question's page: a section heading asked as
+    a question against the first claim sentence under it (positive) and low-overlap sentences of
+    the page and a neighbour (negatives). Weaker than human questions; only the fallback."""
+    order = list(range(len(corpus.texts)))
+    rng.shuffle(order)
+    for i in order:
+        if not pools.open("relevant"):
+            return
+        heading = HEADING.match(corpus.texts[i].lstrip())
+        title = heading.group(1).strip(" `*") if heading else ""
+        if len(set(prose_terms(title))) < 2:
+            continue
+        claims = [c for *_, c in corpus.claims(i) if coverage(title, c) > 0]
+        if claims:
+            doc = corpus.chunks[i]["doc_id"]
+            question = f"What about {title}?"
+            pools.add("relevant", question, claims[0], doc)
+            _relevance_negatives(corpus, pools, question, claims[0], doc, rng)
 
 
 def _relevance_negatives(corpus: _Corpus, pools: _Pools, question: str, answer: str, doc: str, rng) -> None:

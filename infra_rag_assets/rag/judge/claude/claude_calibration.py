@@ -16,9 +16,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .batch import Item
+from ..batch import Item
+from ..label_calibration import Labelled, calibration_report, in_tuning_half, load_labels
 from .claude_judge import ClaudeJudge
-from .label_calibration import Labelled, calibration_report, in_tuning_half, load_labels
 
 NOT_RUN = "not run: no ANTHROPIC_API_KEY"
 CLAUDE_CHECKS = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..answer.prompts import Prompt
+from ...answer.prompts import Prompt
 
 TOOL_NAME = "record_judgement"
 CITATION_VALUES = ("valid", "wrong", "none")  # as the hand labels (label_calibration.CITATION_LABELS)
