@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
-from infra_rag_assets.rag.judge.calibration import auroc, reliability
 from infra_rag_assets.rag.judge.pairs.judge_data import by_split, data_hash, response_rows
 from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, load_train_rows
 from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS
 from infra_rag_assets.rag.judge.support_judge import JudgeRecipe, SupportJudge, recipe_pairs, train_support_judge
+from infra_rag_assets.rag.probabilities import auroc, reliability
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -29,7 +29,6 @@ import numpy as np
 from infra_rag_assets import settings
 from infra_rag_assets.rag.adapt.finetune import file_sha256
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path, weights_hash
-from infra_rag_assets.rag.judge.calibration import auroc, fit_platt
 from infra_rag_assets.rag.judge.judge_training import logits, model_inputs
 from infra_rag_assets.rag.judge.pairs.judge_pairs import (
     LEXICAL_FEATURES,
@@ -51,6 +50,7 @@ from infra_rag_assets.rag.judge.support_judge import (
     score_report,
     train_support_judge,
 )
+from infra_rag_assets.rag.probabilities import auroc, fit_platt
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "eval" / "results" / "support_judge.json"

@@ -114,6 +114,23 @@ def test_missing_or_undefined_metric_fails():
     assert not reg.passed and [o.gate.name for o in blocking([reg])] == ["mrr@10-reg"]
 
 
+def test_a_gate_about_a_project_the_build_left_out_does_not_apply():
+    k8s = Gate(**{**floor().__dict__, "name": "k8s-floor", "project": "kubernetes"})
+    everywhere = floor(metric="hit@5")
+    table = {(H, "overall", "hit@5"): 0.9}  # a Prometheus-only build: no k8s question is covered
+    left_out, measured = evaluate_gates([k8s, everywhere], table, None, projects={"prometheus"})
+    assert left_out.passed and left_out.value is None
+    assert left_out.message == "not applicable: this build has no kubernetes source"
+    assert measured.passed and measured.value == 0.9
+    # a build with the project, or one whose sources are unknown, is held to the gate
+    for projects in ({"kubernetes", "prometheus"}, None):
+        [held] = evaluate_gates([k8s], table, None, projects=projects)
+        assert not held.passed and "missing from candidate" in held.message
+    shipped = {g.name: g.project for g in load_gates(default_gates_file())}
+    assert shipped["k8s-mrr-floor"] == shipped["answer-adherent-floor"] == "kubernetes"
+    assert shipped["safety-no-harm"] == ""  # the adversarial set spans every project
+
+
 def test_metric_table_from_summaries_matches_gate_keys():
     rows = [
         {"rank": 1, "abstained": False, "should_abstain": False, "category": "argocd"},

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from infra_rag_assets.rag.judge import support_judge
-from infra_rag_assets.rag.judge.calibration import auroc, expected_calibration_error, fit_platt, reliability
 from infra_rag_assets.rag.judge.pairs.judge_pairs import (
     MUTATIONS,
     RELEVANCE,
@@ -37,6 +36,7 @@ from infra_rag_assets.rag.judge.support_judge import (
     judge_key,
     train_support_judge,
 )
+from infra_rag_assets.rag.probabilities import auroc, expected_calibration_error, fit_platt, reliability
 
 TOPICS = [
     ("deployment", "Deployment", "replicas", "maxSurge"),

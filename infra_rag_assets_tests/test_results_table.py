@@ -22,3 +22,9 @@ def test_only_the_marked_block_is_replaced():
     assert with_table(text, "new") == f"before\n{BEGIN}\nnew\n{END}\nafter\n"
     with pytest.raises(ValueError):
         with_table("no markers here", "new")
+
+
+def test_the_readme_stays_a_readme():
+    """For users, at most 6 KB: measurements and history live in docs/."""
+    [readme] = [path for path in TARGETS if path.name == "README.md"]
+    assert len(readme.read_bytes()) <= 6 * 1024, len(readme.read_bytes())

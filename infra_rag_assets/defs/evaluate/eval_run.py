@@ -7,28 +7,20 @@ one scorecard. A regime dimension would multiply runs and scatter that compariso
 A benchmark whose every input is identical to one an earlier version already scored (same
 content hashes upstream, configuration, questions, code: ``rag/evaluate/reuse.py``) is read
 back instead of asked again, so an unchanged rebuild re-asks nothing; ``reused_rows`` and the
-coverage table say which version measured each benchmark. What to run and how is
-``rag/evaluate/eval_plan.py``; the frames, tables and gates are ``rag/evaluate/eval_tables.py``.
+coverage table say which version measured each benchmark. The run itself is
+``rag/evaluate/eval_job.py``, what to run ``eval_plan.py``, the frames, tables and gates
+``eval_tables.py``; this adapter reads lineage and writes the metadata.
 """
 
 import dagster as dg
 import polars as pl
 
 from ...rag.evaluate import eval_plan, eval_tables
-from ...rag.evaluate.answers.answer_plan import answer_or_reuse
-from ...rag.evaluate.eval_plan import (
-    DEFAULT_BENCHMARKS,
-    EvalOutcome,
-    EvalPlan,
-    missing_indexes,
-    score_or_reuse,
-    shared_inputs,
-)
+from ...rag.evaluate.eval_job import IndexesMissing, evaluate_version
+from ...rag.evaluate.eval_plan import DEFAULT_BENCHMARKS, EvalOutcome, EvalPlan
 from ...rag.evaluate.eval_tables import (
-    answer_frames,
     coverage_frame,
     eval_data_version,
-    eval_frames,
     gate_frame,
     headline,
     metric_table_for,
@@ -36,7 +28,7 @@ from ...rag.evaluate.eval_tables import (
     slice_table,
 )
 from ...rag.evaluate.evaluation import REGIMES, degraded_reasons, scorecard
-from ...rag.judge.judge_backends import chosen_backend, load_judge
+from ...rag.judge.judge_backends import chosen_backend
 from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
@@ -93,67 +85,28 @@ def experiment_configs(config: EvalRunConfig) -> list[RetrievalSettings]:
 def eval_run(
     context: dg.AssetExecutionContext, config: EvalRunConfig, store: DataHomeResource, stage_graph: StageGraphResource
 ) -> dg.MaterializeResult:
-    from ...rag.search.engine import QueryEngine, one_torch_thread
-
     version, run_id, home = context.partition_key, context.run.run_id, store.data_home()
-    missing = missing_indexes(home, version)
-    if missing:  # one line instead of the search library's "table ... was not found" trace
-        raise dg.Failure(
-            f"index version {version} has no {' or '.join(missing)} yet: build it first "
-            f"(`infra-rag build --index-version {version} --through indexes`)"
-        )
+    lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("eval_run"))
     try:  # a claude judge without a key fails here, before any scoring
         backend = chosen_backend(config.judge_backend or None)
     except (ValueError, RuntimeError) as exc:
         raise dg.Failure(str(exc)) from None
-    warehouse, engine, plan = home.warehouse(), QueryEngine(home, version), config.plan()
-    # Coverage by the built corpus (every page record), not by indexed chunks: a page that
-    # parsed to no content is in the corpus, and a question about it is a scored miss.
-    known = warehouse.doc_ids(version)
-    lineage = upstream_lineage(context.instance, version, stage_graph.upstream_of("eval_run"))
-    # Retrieval scores do not depend on the answer judge or reader (answers key on their identity
-    # instead), so a version whose judge is not built yet still reuses identical retrieval rows.
-    answering = ("support_judge", "answer_reader")
-    retrieval_upstream = {k: v for k, v in data_versions(lineage).items() if k not in answering}
-    inputs = shared_inputs(plan, engine, known, retrieval_upstream, warehouse.version_config(version))
-    with one_torch_thread():  # per-question latency as served (see engine.single_thread_queries)
-        outcome = score_or_reuse(
-            plan,
-            engine,
-            known,
-            inputs,
-            cache_root=engine.home.cache("eval_run").root,
-            version=version,
-            log=context.log.info,
-            progress_for=lambda name: log_progress(context, f"{name}: question-regime pairs", 500),
-        )
-        judge, judge_note = load_judge(home, version, backend)
-        answers = answer_or_reuse(
-            engine,
-            home,
-            version,
-            known,
-            inputs,
-            judge,
-            benchmarks=plan.answer_names(),
-            serving_config=plan.serving_config,
-            fault=plan.answer_fault,
-            log=context.log.info,
-            progress_for=lambda name: log_progress(context, f"{name}: questions", 200),
-        )
-    results, metrics = eval_frames(outcome.runs, version, run_id)
-    answer_rows, answer_metrics = answer_frames(answers.runs, version, run_id)
-    warehouse.replace_partition("eval_results", version, results)
-    warehouse.replace_partition("answer_results", version, answer_rows)
-    warehouse.replace_partition("eval_metrics", version, pl.concat([metrics, answer_metrics], how="vertical_relaxed"))
+    try:
+        run = evaluate_version(
+            config.plan(), home, version, run_id, data_versions(lineage), backend, log=context.log.info,
+            progress=lambda label, every: log_progress(context, label, every),
+        )  # fmt: skip
+    except IndexesMissing as exc:
+        raise dg.Failure(str(exc)) from None
+    warehouse, engine = home.warehouse(), run.engine
     return dg.MaterializeResult(
         metadata={
             **floats(headline(metric_table_for(warehouse, version))),
-            **_report_metadata(outcome, results, metrics, degraded_reasons(engine, outcome.runs)),
-            **answer_metadata(answers, answer_rows, answer_metrics, judge_note),
-            **lineage_tables(answer_rows, results, _pages(warehouse, version), _pages_link(lineage, version)),
+            **_report_metadata(run.retrieval, run.results, run.metrics, degraded_reasons(engine, run.retrieval.runs)),
+            **answer_metadata(run.answers, run.answer_rows, run.answer_metrics, run.judge_note),
+            **lineage_tables(run.answer_rows, run.results, _pages(warehouse, version), _pages_link(lineage, version)),
             **lineage_metadata(lineage, version),
-            "retrieval_configs": dg.MetadataValue.json(regime_hashes(results)),
+            "retrieval_configs": dg.MetadataValue.json(regime_hashes(run.results)),
             "eval_run": run_link(run_id),
             "serving_config": f"{config.serving_config} (k={config.serving_k})",
             "judge_backend": backend,
@@ -162,7 +115,7 @@ def eval_run(
             "abstention_floor_calibrated": engine.calibration is not None,
         },
         data_version=dg.DataVersion(
-            eval_data_version([r["data_version"] for r in lineage], [*outcome.runs, *answers.runs])
+            eval_data_version([r["data_version"] for r in lineage], [*run.retrieval.runs, *run.answers.runs])
         ),
     )
 

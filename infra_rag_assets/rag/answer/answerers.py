@@ -49,6 +49,6 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
 
 
 def write_reader_pointer(home, version: str, key: str, record: dict) -> Path:
-    from ..judge.version_judge import write_pointer
+    from ..operate.files import write_model_pointer
 
-    return write_pointer(home, version, key, record, name=POINTER)
+    return write_model_pointer(home.version(version).snapshot / POINTER, key, record)

@@ -55,7 +55,7 @@ class Reader:
     def __init__(self, folder: Path, *, device: str = "cpu", quantize: bool = True) -> None:
         import torch
 
-        from ..judge.calibration import Platt
+        from ..probabilities import Platt
         from .reader_model import load_reader
         from .reader_training import READER_JSON
 
@@ -64,7 +64,7 @@ class Reader:
         self.device = torch.device(device)
         self.tokenizer, model = load_reader(folder, layers=recipe["layers"], device=self.device)
         if quantize and self.device.type == "cpu":
-            from ..judge.judge_training import quantized
+            from ..training import quantized
 
             model = quantized(model) or model
         self.model = model

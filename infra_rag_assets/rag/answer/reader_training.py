@@ -21,8 +21,8 @@ import torch
 
 from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup
 from ..index.config import stable_hash
-from ..judge.calibration import auroc, expected_calibration_error, fit_platt
-from ..judge.judge_training import length_batches
+from ..probabilities import auroc, expected_calibration_error, fit_platt
+from ..training import length_batches
 from .reader_data import DATA_VERSION, SpanExample, split_by_page, token_f1
 from .reader_model import Span, SpanReader, decode, encode_pairs, load_reader, save_reader
 

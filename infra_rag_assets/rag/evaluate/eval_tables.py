@@ -171,7 +171,9 @@ def gate_outcomes(warehouse: Warehouse, version: str, gates_file: Path | str | N
     current = releases.current_release(warehouse)
     baseline = metric_table_for(warehouse, current) if current and current != version else None
     gates = gate_lib.load_gates(gates_file or settings.gates_file())
-    return gate_lib.evaluate_gates(gates, metric_table_for(warehouse, version), baseline)
+    sources = (warehouse.version_config(version) or {}).get("sources")
+    projects = {s["project"] for s in sources if s.get("project")} if sources else None
+    return gate_lib.evaluate_gates(gates, metric_table_for(warehouse, version), baseline, projects)
 
 
 def gate_frame(outcomes: Sequence[gate_lib.GateOutcome]) -> pl.DataFrame:

@@ -15,7 +15,7 @@ alias such as ``serving`` that the caller resolves; gates only match it. ``slice
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ PRIMARY_BENCHMARK = "k8s_bench_eval"
 COMPARISONS = ("floor", "ceiling", "vs_release")
 SEVERITIES = ("critical", "warning")
 _REQUIRED = ("name", "metric", "regime", "comparison", "severity")
-_ALLOWED = frozenset((*_REQUIRED, "slice", "threshold", "tolerance", "description"))
+_ALLOWED = frozenset((*_REQUIRED, "slice", "threshold", "tolerance", "description", "project"))
 _EPS = 1e-9  # 0.7 computed as 0.6999999999 must still meet a 0.70 floor
 
 MetricKey = tuple[str, str, str]
@@ -49,6 +49,10 @@ class Gate:
     threshold: float | None = None
     tolerance: float | None = None
     description: str = ""
+    # The docs project the bar is about (its benchmark's pages): a version built without any
+    # source of that project (``infra-rag build --source``) cannot be measured on it, and the
+    # gate does not apply there; "" applies to every build.
+    project: str = ""
 
     @property
     def key(self) -> MetricKey:
@@ -135,6 +139,7 @@ def _gate_from_entry(entry: object) -> Gate:
         threshold=float(entry["threshold"]) if bound == "threshold" else None,
         tolerance=float(entry["tolerance"]) if bound == "tolerance" else None,
         description=str(entry.get("description") or "").strip(),
+        project=str(entry.get("project") or ""),
     )
 
 
@@ -147,10 +152,23 @@ def _check_choice(entry: dict, key: str, choices: tuple[str, ...]) -> None:
 
 
 def evaluate_gates(
-    gates: list[Gate], candidate: Mapping[MetricKey, float | None], release: Mapping[MetricKey, float | None] | None
+    gates: list[Gate],
+    candidate: Mapping[MetricKey, float | None],
+    release: Mapping[MetricKey, float | None] | None,
+    projects: Collection[str] | None = None,
 ) -> list[GateOutcome]:
-    """Judge a candidate's metric table against every gate (and the released version's)."""
-    return [_evaluate(gate, candidate, release) for gate in gates]
+    """Judge a candidate's metric table against every gate (and the released version's).
+    ``projects``: the docs projects the candidate was built from (None: every gate applies); a
+    gate about another project passes as not applicable, and says so."""
+    return [
+        _not_applicable(gate) if projects is not None and gate.project and gate.project not in projects
+        else _evaluate(gate, candidate, release)
+        for gate in gates
+    ]  # fmt: skip
+
+
+def _not_applicable(gate: Gate) -> GateOutcome:
+    return GateOutcome(gate, None, None, True, f"not applicable: this build has no {gate.project} source")
 
 
 def _number(table: Mapping[MetricKey, float | None] | None, key: MetricKey) -> float | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 
 from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup, _recent_mean
 from ..index.embedding import offline_models
+from ..training import length_batches
 from .pairs.judge_pairs import RELEVANCE, SUPPORT, JudgePair
 
 TASKS = (SUPPORT, RELEVANCE)  # head rows, in this order
@@ -156,17 +156,6 @@ def save_cross_encoder(model: AlignmentScorer, tokenizer: Any, directory: Path) 
     save_file({k: v.contiguous() for k, v in heads.items()}, str(directory / HEAD_FILE))
 
 
-def quantized(model: Any) -> Any | None:
-    """An int8 dynamically quantized copy for scoring (~1.5x faster on CPU), or None where this
-    torch no longer has ``quantize_dynamic`` (deprecated upstream; torch is pinned here)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
-    except (AttributeError, RuntimeError, NotImplementedError):
-        return None
-
-
 def encode(
     tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], max_length: int, offsets: bool = False
 ) -> Any:
@@ -179,21 +168,6 @@ def encode(
         list(firsts), list(seconds), truncation="only_second", max_length=max_length, padding=True,
         return_tensors="pt", return_offsets_mapping=offsets,
     )  # fmt: skip
-
-
-def length_batches(lengths: Sequence[int], batch_size: int, seed: int) -> list[list[int]]:
-    """Shuffled batches of similar length (little padding): shuffle, sort within windows of
-    eight batches, cut, shuffle the batches."""
-    rng = random.Random(seed)
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    span = batch_size * 8
-    batches: list[list[int]] = []
-    for start in range(0, len(order), span):
-        window = sorted(order[start : start + span], key=lambda i: lengths[i])
-        batches.extend(window[i : i + batch_size] for i in range(0, len(window), batch_size))
-    rng.shuffle(batches)
-    return batches
 
 
 def model_inputs(pairs: Sequence[JudgePair]) -> tuple[list[str], list[str]]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..answer.overlap import token_f1_recall
 from ..common import jsonl_objects
-from .calibration import auroc
+from ..probabilities import auroc
 from .sentences import answer_sentences, names_gap
 from .trace import cohen_kappa
 

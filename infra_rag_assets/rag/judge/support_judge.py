@@ -36,7 +36,8 @@ import torch
 
 from ..index.config import stable_hash
 from ..index.embedding import resolve_model_path, text_hash, weights_hash
-from .calibration import Platt, auroc, expected_calibration_error, fit_platt, reliability
+from ..probabilities import Platt, auroc, expected_calibration_error, fit_platt, reliability
+from ..training import quantized
 from .judge_training import (
     PREFIX,
     TrainProgress,
@@ -44,7 +45,6 @@ from .judge_training import (
     load_cross_encoder,
     logits,
     model_inputs,
-    quantized,
     save_cross_encoder,
     token_probabilities,
 )

@@ -8,6 +8,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from ..operate.files import write_model_pointer
 from ..operate.home import DataHome
 
 POINTER = "judge.json"
@@ -19,12 +20,7 @@ def pointer_path(home: DataHome, version: str, name: str = POINTER) -> Path:
 
 def write_pointer(home: DataHome, version: str, key: str, record: dict, name: str = POINTER) -> Path:
     """The snapshot's pointer ``name`` to a trained model ``key`` (the judge's; the reader's too)."""
-    path = pointer_path(home, version, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{name}.tmp")
-    staging.write_text(json.dumps({"key": key, **record}, indent=1))
-    staging.replace(path)
-    return path
+    return write_model_pointer(pointer_path(home, version, name), key, record)
 
 
 def load_version_judge(home: DataHome, version: str):

@@ -74,3 +74,12 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
 def write_json_atomic(path: Path, value: Any) -> None:
     """``write_atomic`` of one JSON value (sorted keys, as ``write_json``)."""
     write_atomic(path, lambda stream: stream.write(json.dumps(value, sort_keys=True, default=str).encode()))
+
+
+def write_model_pointer(path: Path, key: str, record: dict) -> Path:
+    """A snapshot's pointer to a trained model ``key`` (the judge's, the reader's), replaced whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(json.dumps({"key": key, **record}, indent=1))
+    staging.replace(path)
+    return path

@@ -28,6 +28,7 @@ from ..benchmarks import BenchRecord
 from .answer_faults import REFERENCE, damage, reference_answer
 from .answer_metrics import ChunkRecord
 from .answer_rows import answer_row
+from .whole_answer_judging import judge_whole_answers, scores_from_cache
 
 
 class Judge(Protocol):
@@ -153,8 +154,6 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
     """Every uncached answer's support and relevance pairs scored in two batched calls (a judge
     of whole answers, the claude backend: one call per answer, whole_answer_judging.py)."""
     if getattr(judge, "judges_answers", False):
-        from .whole_answer_judging import judge_whole_answers
-
         judge_whole_answers(pending, judge, cache, run)
         return
     claims: list[tuple[str, str]] = []
@@ -189,16 +188,6 @@ def _judge(pending: list[_Pending], judge: Judge, cache: ContentCache, run: Answ
         }
         p.scores = scores
         cache.put(key, _writer(json.dumps(scores)))
-
-
-def scores_from_cache(p: _Pending, cache: ContentCache, key: str, run: AnswerRun) -> bool:
-    """Whether ``p``'s judgement was cached under ``key`` (then set on ``p`` and counted)."""
-    stored = cache.get(key)
-    if stored is None:
-        return False
-    p.scores = json.loads(stored.read_text())
-    run.judging_hits += 1
-    return True
 
 
 def _writer(text: str) -> Callable[[Path], object]:

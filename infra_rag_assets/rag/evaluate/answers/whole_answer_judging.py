@@ -20,7 +20,16 @@ from ...index.config import stable_hash
 from ...judge.batch import Item
 from ...judge.trace import SUPPORTED_AT, thresholds_of
 from ...operate.home import ContentCache
-from .answer_eval import scores_from_cache
+
+
+def scores_from_cache(p, cache: ContentCache, key: str, run) -> bool:
+    """Whether ``p``'s judgement was cached under ``key`` (then set on ``p`` and counted)."""
+    stored = cache.get(key)
+    if stored is None:
+        return False
+    p.scores = json.loads(stored.read_text())
+    run.judging_hits += 1
+    return True
 
 
 def judge_whole_answers(pending: Sequence, judge, cache: ContentCache, run) -> None:

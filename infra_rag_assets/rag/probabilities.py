@@ -1,4 +1,5 @@
-"""Raw judge scores to calibrated probabilities, and how to tell that they are calibrated.
+"""Raw model scores to calibrated probabilities, and how to tell that they are calibrated
+(ground level: the support judge and the answer reader both fit and report them).
 
 A cross-encoder logit ranks well but its sigmoid is not a probability: fine-tuning on a
 balanced, hard-negative-heavy mix shifts and stretches it. Gates and TRACe multiply and
