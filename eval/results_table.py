@@ -60,8 +60,9 @@ def table(results: Path = RESULTS) -> str:
         "",
         f"k8s eval: the k8s-docs-rag-bench eval split, {peers['k8s_uncovered']} of its questions have no page in "
         "this corpus snapshot and are not scored. Build: the cold main job (version "
-        f"`{cold['version']}`) took {_minutes(cold['seconds'])}, the unchanged rebuild (`{unchanged['version']}`, "
-        f"the release above) {_minutes(unchanged['seconds'])} (`eval/results/main_job_benchmark.json`, "
+        f"`{cold['version']}`) took {_minutes(cold['seconds'])}, the unchanged rebuild (`{unchanged['version']}`"
+        f"{', the release above' if unchanged['version'] == peers['version'] else ''}) "
+        f"{_minutes(unchanged['seconds'])} (`eval/results/main_job_benchmark.json`, "
         "`python -m eval.bench_build --main-job`, 2 cores).",
     ]
     return "\n".join(lines)

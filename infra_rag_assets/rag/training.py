@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+TrainProgress = Callable[[int, int, float], None]  # (step, total_steps, running mean loss)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, seed: int) -> list[list[int]]:

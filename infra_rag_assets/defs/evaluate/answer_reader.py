@@ -22,19 +22,20 @@ from ..resources import DataHomeResource, stage_device
 from .training_inputs import training_inputs
 
 
-def _default_examples() -> int:
+def _recipe_default(name: str) -> int:
+    """The recipe's default (one home: ``ReaderRecipe``; imported late, it loads torch)."""
     from ...rag.answer.reader_training import ReaderRecipe
 
-    return settings.reader_examples(ReaderRecipe.max_examples)
+    return getattr(ReaderRecipe, name)
 
 
 class AnswerReaderConfig(dg.Config):
     max_examples: int = Field(
-        default_factory=_default_examples,
-        description="train + dev examples (env INFRA_RAG_READER_EXAMPLES, else the recipe's default)",
+        default_factory=lambda: settings.reader_examples(_recipe_default("max_examples")),
+        description="train + dev examples, 0 = all (env INFRA_RAG_READER_EXAMPLES, else the recipe's default)",
     )
-    layers: int = 3
-    epochs: int = 1
+    layers: int = Field(default_factory=lambda: _recipe_default("layers"), description="MiniLM layers kept")
+    epochs: int = Field(default_factory=lambda: _recipe_default("epochs"), description="passes over the examples")
 
 
 @dg.asset(

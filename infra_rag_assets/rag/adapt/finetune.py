@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..devices import Device, for_stage
+from ..training import TrainProgress
 
 if TYPE_CHECKING:
     from ..index.bm25 import BM25
@@ -50,7 +51,6 @@ MODEL_SUBDIR = "model"
 TRAINING_JSON = "training.json"
 WARMUP_FRACTION = 0.1
 MAX_GRAD_NORM = 1.0
-TrainProgress = Callable[[int, int, float], None]  # (step, total_steps, running mean loss)
 
 
 @dataclass(frozen=True)

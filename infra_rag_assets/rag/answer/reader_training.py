@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,11 @@ import torch
 from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup
 from ..index.config import stable_hash
 from ..probabilities import auroc, expected_calibration_error, fit_platt
-from ..training import length_batches
+from ..training import TrainProgress, length_batches
 from .reader_data import DATA_VERSION, SpanExample, split_by_page, token_f1
 from .reader_model import Span, SpanReader, decode, encode_pairs, load_reader, save_reader
 
 READER_JSON = "reader.json"
-TrainProgress = Callable[[int, int, float], None]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import torch
 
 from ..adapt.finetune import MAX_GRAD_NORM, WARMUP_FRACTION, _linear_warmup, _recent_mean
 from ..index.embedding import offline_models
-from ..training import length_batches
+from ..training import TrainProgress, length_batches
 from .pairs.judge_pairs import RELEVANCE, SUPPORT, JudgePair
 
 TASKS = (SUPPORT, RELEVANCE)  # head rows, in this order
@@ -31,7 +31,6 @@ PREFIX = {SUPPORT: "support: ", RELEVANCE: "relevance: "}
 HEAD_FILE = "head.safetensors"
 MIN_SECOND_TOKENS = 32
 CHARS_PER_TOKEN = 4  # only to sort by length before tokenizing
-TrainProgress = Callable[[int, int, float], None]  # (step, total_steps, running mean loss)
 
 
 class AlignmentScorer(torch.nn.Module):
