@@ -108,3 +108,17 @@ def test_an_experiment_floor_is_used_as_given_not_calibrated():
     )
     assert (fixed.floor, fixed.calibrated_floor) == (0.45, False)
     assert calibrated.calibrated_floor and calibrated.answerability
+
+
+def test_the_run_config_defaults_are_the_library_plans():
+    import dataclasses
+
+    from infra_rag_assets.rag.evaluate.eval_plan import EvalPlan
+
+    plan, library = EvalRunConfig().plan(), EvalPlan()
+
+    def plain(value):
+        return list(value) if isinstance(value, list | tuple) else value
+
+    for field in dataclasses.fields(EvalPlan):
+        assert plain(getattr(plan, field.name)) == plain(getattr(library, field.name)), field.name

@@ -17,7 +17,7 @@ import polars as pl
 
 from ...rag.evaluate import eval_plan, eval_tables
 from ...rag.evaluate.eval_job import IndexesMissing, evaluate_version
-from ...rag.evaluate.eval_plan import DEFAULT_BENCHMARKS, EvalOutcome, EvalPlan
+from ...rag.evaluate.eval_plan import EvalOutcome, EvalPlan
 from ...rag.evaluate.eval_tables import (
     coverage_frame,
     eval_data_version,
@@ -27,9 +27,9 @@ from ...rag.evaluate.eval_tables import (
     regime_hashes,
     slice_table,
 )
-from ...rag.evaluate.evaluation import REGIMES, degraded_reasons, scorecard
+from ...rag.evaluate.evaluation import degraded_reasons, scorecard
 from ...rag.judge.judge_backends import chosen_backend
-from ...rag.search.retrieval_settings import DEFAULT_CONFIG, RetrievalSettings
+from ...rag.search.retrieval_settings import RetrievalSettings
 from ..asset_lineage import data_versions, lineage_metadata, materialization_path, upstream_lineage
 from ..partitions import index_version
 from ..reporting import floats, log_progress, md_table, run_link
@@ -38,27 +38,29 @@ from .answer_report import answer_metadata, lineage_tables
 
 
 class EvalRunConfig(dg.Config):
-    benchmarks: list[str] = list(DEFAULT_BENCHMARKS)
-    regimes: list[str] = list(REGIMES)
-    k: int = 10
-    serving_config: str = DEFAULT_CONFIG  # what the release would serve; gates judge regime "serving"
-    serving_k: int = 10
+    """The library's ``EvalPlan`` as Dagster run config: every default is the plan's (one home)."""
+
+    benchmarks: list[str] = list(EvalPlan.benchmarks)
+    regimes: list[str] = list(EvalPlan.regimes)
+    k: int = EvalPlan.k
+    serving_config: str = EvalPlan.serving_config  # what the release would serve; gates judge regime "serving"
+    serving_k: int = EvalPlan.serving_k
     # Tuning experiments recorded as extra regimes of this run: name -> overrides of a named
     # config, e.g. {"alpha-0.4": {"base": "hybrid-weighted", "alpha": 0.4}}.
     experiments: dict[str, dict] = {}
     # Read back a benchmark an earlier version scored from identical inputs and code, instead of
     # asking it again (latencies are then the earlier run's: see the coverage table).
-    reuse_identical: bool = True
+    reuse_identical: bool = EvalPlan.reuse_identical
     # Benchmarks answered by the serving answerer, judged by support_judge and scored (TRACe,
     # correctness, citations, safety). None: the benchmarks above plus the adversarial safety
     # set; an empty list skips answers (their gates are then unmeasured and fail).
     answer_benchmarks: list[str] | None = None
     # Gate fire drill: "unsupported-sentence" or "no-citations" damages every answer, and the
     # critical answer gates must then refuse the release.
-    answer_fault: str = ""
+    answer_fault: str = EvalPlan.answer_fault
     # Who judges the answers: "trained" (the version's support judge) or "claude" (needs
     # ANTHROPIC_API_KEY; docs/answers.md "Claude judge"); empty: INFRA_RAG_JUDGE_BACKEND, else trained.
-    judge_backend: str = ""
+    judge_backend: str = EvalPlan.judge_backend
 
     def plan(self) -> EvalPlan:
         """The same settings as the library's plain plan, which knows nothing of Dagster."""
