@@ -78,8 +78,5 @@ def write_json_atomic(path: Path, value: Any) -> None:
 
 def write_model_pointer(path: Path, key: str, record: dict) -> Path:
     """A snapshot's pointer to a trained model ``key`` (the judge's, the reader's), replaced whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(json.dumps({"key": key, **record}, indent=1))
-    staging.replace(path)
+    write_atomic(path, lambda stream: stream.write(json.dumps({"key": key, **record}, indent=1).encode()))
     return path

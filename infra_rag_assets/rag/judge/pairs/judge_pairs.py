@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 from ...answer.extractive import sentence_spans
 from ...index.analysis import prose_terms
 from ...index.bm25 import BM25
+from ...ingest.parse.sections import iter_headings
 from .claim_edits import (  # noqa: F401 - re-exported: the pair rules' public names
     COMPONENT_GROUPS,
     IDENTIFIER,
@@ -306,9 +306,6 @@ def _train_row_pairs(corpus: _Corpus, rows: Sequence[Mapping], pools: _Pools, rn
             _relevance_negatives(corpus, pools, question, answer, doc, rng)
 
 
-HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-
-
 def _heading_pairs(corpus: _Corpus, pools: _Pools, rng) -> None:
     """Relevance pairs for a version holding no train question's page: a section heading asked as
     a question against the first claim sentence under it (positive) and low-overlap sentences of
@@ -318,8 +315,8 @@ def _heading_pairs(corpus: _Corpus, pools: _Pools, rng) -> None:
     for i in order:
         if not pools.open("relevant"):
             return
-        heading = HEADING.match(corpus.texts[i].lstrip())
-        title = heading.group(1).strip(" `*") if heading else ""
+        first = next(iter_headings(corpus.texts[i].lstrip()), None)
+        title = first.heading.strip(" `*") if first is not None and first.line_start == 0 else ""
         if len(set(prose_terms(title))) < 2:
             continue
         claims = [c for *_, c in corpus.claims(i) if coverage(title, c) > 0]
