@@ -238,6 +238,12 @@ def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     probs = judge.support(claims, passages)
     assert len(probs) == 2 and all(0.0 < p < 1.0 for p in probs)
     assert judge.support(claims[::-1], passages[::-1]) == pytest.approx(probs[::-1], abs=1e-6)
+    seen = []  # a repeated pair is scored once and answered at each of its places
+    scored = judge._scored
+    monkeypatch.setattr(judge, "_scored", lambda task, f, s: seen.append(len(f)) or scored(task, f, s))
+    again = judge.support([claims[0], claims[1], claims[0], claims[0]], [passages[0], passages[1]] + [passages[0]] * 2)
+    assert seen == [2] and again == pytest.approx([probs[0], probs[1], probs[0], probs[0]], abs=0.02)
+    monkeypatch.undo()
     rel = judge.relevance(["How often are replicas checked?"] * 3, ["It checks every 10 seconds.", "x", "A Job."])
     assert len(rel) == 3 and all(0.0 < p < 1.0 for p in rel)
     assert judge.support([], []) == [] and judge.relevance([], []) == []

@@ -362,6 +362,15 @@ class SupportJudge:
         firsts = [" ".join(f.split()) for f in firsts]
         if task == SUPPORT and self.evidence_chars:
             seconds = [evidence(f, s.split("\n\n"), self.evidence_chars) for f, s in zip(firsts, seconds)]
+        # An eval run asks the same pair many times (one quoted sentence for several questions,
+        # one context sentence under several answers): each distinct pair is scored once.
+        pairs = list(zip(firsts, seconds))
+        distinct = list(dict.fromkeys(pairs))
+        scored = self._scored(task, [f for f, _ in distinct], [s for _, s in distinct])
+        at = {pair: i for i, pair in enumerate(distinct)}
+        return [scored[at[pair]] for pair in pairs]
+
+    def _scored(self, task: str, firsts: list[str], seconds: list[str]) -> list[float]:
         with self._lock:
             raw = logits(self.model, self.tokenizer, [PREFIX[task] + f for f in firsts], seconds, self.max_seq_length)
         x, _ = calibrator_inputs(task, raw, firsts, seconds, self.calibrators[task].inputs[1:])
