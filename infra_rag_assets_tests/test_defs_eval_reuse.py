@@ -108,6 +108,9 @@ def test_an_unchanged_rebuild_reuses_eval_rows_and_anything_changed_asks_again(t
             .rows("SELECT DISTINCT regime FROM eval_results WHERE index_version = ? AND degraded", [second])
         )
         assert degraded == [("hybrid-rerank",)]
+        # ... and the run says why beside the scorecard, not only "degraded on N questions".
+        why = _meta(measured, "eval_run")["degraded_reasons"]
+        assert set(why) == {"hybrid-rerank"} and why["hybrid-rerank"] != "not degraded when asked again", why
         calibration = _meta(reused, "abstention_calibration")
         assert calibration["reused_from"] == first
         assert calibration["floor"] == _meta(measured, "abstention_calibration")["floor"]
