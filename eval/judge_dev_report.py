@@ -41,8 +41,9 @@ def load_chunks(path: str | None) -> list[dict]:
     if path and Path(path).is_file():
         return json.loads(Path(path).read_text())
     from eval.train_judge import corpus_chunks
+    from infra_rag_assets import settings
 
-    return corpus_chunks(os.environ.get("INFRA_RAG_CORPUS", str(SHARED / "corpus")))
+    return corpus_chunks(settings.sources_file())  # its mirrors: INFRA_RAG_CORPUS, else ../shared/corpus
 
 
 def split_report(judge: SupportJudge, pairs, folder: str, split: str) -> dict:
@@ -183,7 +184,7 @@ def main() -> None:
         "command": "python -m eval.judge_dev_report " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_average_start": load_start, "load_average_end": os.getloadavg(),
-                    "torch_threads": record.get("torch_threads"), "note": "2 cores shared with 5 other helpers"},
+                    "torch_threads": record.get("torch_threads")},
         "recipe": recipe.to_dict(),
         "judge_data_hash": data_hash(folder),
         "pairs": {s: len(v) for s, v in parts.items()},
