@@ -26,6 +26,21 @@ def test_centroids_by_hand():
     assert cos["page-a"] == pytest.approx(2**-0.5) and cos["page-b"] == pytest.approx(0.0)
 
 
+def test_batches_give_the_centroids_of_the_whole():
+    """page_ranker streams the version's vectors: any cut into batches gives the same centroids."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(500, 8))
+    ids = [f"c{i}" for i in range(500)]
+    page_of = {c: (None if i % 10 == 7 else f"page-{i % 37}") for i, c in enumerate(ids)}.get
+    whole = PageVectors.from_chunks(ids, vectors, page_of)
+    for size in (1, 64, 499):
+        cut = PageVectors.from_batches(
+            [(ids[i : i + size], vectors[i : i + size]) for i in range(0, 500, size)], page_of
+        )
+        assert cut.pages == whole.pages and len(cut.pages) == 37
+        np.testing.assert_allclose(cut.matrix, whole.matrix, rtol=1e-6, atol=1e-7)
+
+
 def test_no_chunks_no_pages():
     pv = PageVectors.from_chunks([], np.zeros((0, 3)), PAGE_OF)
     assert pv.pages == () and pv.cosines(np.ones(3)) == {}

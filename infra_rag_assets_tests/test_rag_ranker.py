@@ -303,6 +303,11 @@ def test_a_ranker_with_centroid_features_needs_page_vectors(built_index, tmp_pat
     assert [h.chunk_id for h in blind.hits] == [h.chunk_id for h in baseline.hits]
 
     pages = PageVectors.of_version(store.data_home().vectors_uri(), version, catalog)
+    from infra_rag_assets.rag.index.vector_store import iter_vectors, read_vectors
+
+    batches = list(iter_vectors(store.data_home().vectors_uri(), version, batch_rows=7))  # streamed, as built
+    assert len(batches) > 1 and all(len(ids) <= 7 for ids, _ in batches)
+    assert sum(len(ids) for ids, _ in batches) == len(read_vectors(store.data_home().vectors_uri(), version))
     seeing = open_one(learned)
     seeing.page_vectors = pages
     result = seeing.search(question, k=6)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -163,6 +163,16 @@ def read_vectors(db_uri: str, version: str) -> dict[str, np.ndarray]:
     table = _open(db_uri, version)
     ids, matrix = _ids_and_vectors(table, table.count_rows())
     return dict(zip(ids, matrix))
+
+
+def iter_vectors(db_uri: str, version: str, batch_rows: int = 16_384) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(chunk ids, vectors) of the version's table, ``batch_rows`` at a time: memory bounded by a
+    batch, not by the version (~25 MB of float32 a batch at 384 dimensions)."""
+    table = _open(db_uri, version)
+    dim = table.schema.field("vector").type.list_size
+    query = table.search().select(["chunk_id", "vector"]).limit(table.count_rows())
+    for batch in query.to_batches(batch_rows):
+        yield batch["chunk_id"].to_pylist(), vector_matrix(batch["vector"], dim)
 
 
 def _ids_and_vectors(table: Any, rows: int) -> tuple[list[str], np.ndarray]:

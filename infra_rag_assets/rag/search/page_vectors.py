@@ -14,7 +14,7 @@ vectors it was fitted with always travel together.
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,16 +34,28 @@ class PageVectors:
         cls, chunk_ids: Sequence[str], vectors: np.ndarray, page_of: Callable[[str], str | None]
     ) -> PageVectors:
         """Centroids of the chunks' vectors per page (chunks without a page are skipped)."""
-        owners = [page_of(c) for c in chunk_ids]
-        pages = sorted({p for p in owners if p is not None})
-        index = {p: i for i, p in enumerate(pages)}
-        rows = np.array([i for i, p in enumerate(owners) if p is not None], dtype=np.int64)
-        groups = np.array([index[owners[i]] for i in rows], dtype=np.int64)
-        sums = np.zeros((len(pages), vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.float64)
-        if len(rows):
-            unit = _unit(np.asarray(vectors, dtype=np.float64)[rows])
-            np.add.at(sums, groups, unit)
-        return cls(tuple(pages), _unit(sums).astype(np.float32))
+        return cls.from_batches([(chunk_ids, vectors)], page_of)
+
+    @classmethod
+    def from_batches(
+        cls, batches: Iterable[tuple[Sequence[str], np.ndarray]], page_of: Callable[[str], str | None]
+    ) -> PageVectors:
+        """The same from (chunk ids, vectors) batches: memory grows with the pages, not the chunks."""
+        index: dict[str, int] = {}
+        sums = np.zeros((0, 0), dtype=np.float64)
+        for chunk_ids, vectors in batches:
+            kept = [(i, page) for i, c in enumerate(chunk_ids) if (page := page_of(c)) is not None]
+            dim = vectors.shape[1] if vectors.ndim == 2 else 0
+            groups = np.array([index.setdefault(page, len(index)) for _, page in kept], dtype=np.int64)
+            if sums.shape[0] < len(index) or sums.shape[1] != dim:
+                grown = np.zeros((max(2 * sums.shape[0], len(index)), dim), dtype=np.float64)
+                grown[: sums.shape[0], : min(dim, sums.shape[1])] = sums[:, :dim]
+                sums = grown
+            if kept:
+                rows = np.array([i for i, _ in kept], dtype=np.int64)
+                np.add.at(sums, groups, _unit(np.asarray(vectors, dtype=np.float64)[rows]))
+        pages = sorted(index)
+        return cls(tuple(pages), _unit(sums[[index[p] for p in pages]]).astype(np.float32))
 
     def cosines(self, query: np.ndarray) -> dict[str, float]:
         """page id -> cosine of the question's vector to the page's centroid."""
@@ -59,12 +71,9 @@ class PageVectors:
     @classmethod
     def of_version(cls, db_uri: str, version: str, catalog: Mapping[str, Mapping]) -> PageVectors:
         """The centroids of a built version: its stored chunk vectors, pages from its catalog."""
-        from ..index.vector_store import read_vectors
+        from ..index.vector_store import iter_vectors
 
-        vectors = read_vectors(db_uri, version)
-        return cls.from_chunks(
-            list(vectors), np.stack(list(vectors.values())), lambda c: (catalog.get(c) or {}).get("doc_id")
-        )
+        return cls.from_batches(iter_vectors(db_uri, version), lambda c: (catalog.get(c) or {}).get("doc_id"))
 
     def save(self, path: str | Path) -> None:
         """Replaced atomically: a serving engine opening the version never reads half a file."""
