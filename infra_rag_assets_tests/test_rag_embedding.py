@@ -86,6 +86,17 @@ def test_vectors_have_dimension_384_and_unit_norm(embedder):
     assert embedder.encode([]).shape == (0, 384)
 
 
+def test_one_query_is_encodes_vector_to_the_bit(embedder):
+    """A single text takes the forward pass (the service's query path), not SentenceTransformer.encode:
+    the vector must be exactly the one encode gives, or queries would drift from the indexed chunks."""
+    model = embedder._load()
+    for text in (TEXTS[0], "maxSurge?", "x" * 3000, "Wie skaliert man ein Deployment? 日本語"):
+        via_encode = model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        one = embedder.encode([text])
+        assert one.shape == (1, 384) and one.dtype == np.float32
+        np.testing.assert_array_equal(one, via_encode)
+
+
 def test_second_build_encodes_only_new_texts(embedder, tmp_path):
     cache = EmbeddingCache(tmp_path)
     before = embedder.encoded_texts
