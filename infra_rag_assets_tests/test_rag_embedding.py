@@ -89,7 +89,13 @@ def test_vectors_have_dimension_384_and_unit_norm(embedder):
 def test_one_query_is_encodes_vector_to_the_bit(embedder):
     """A single text takes the forward pass (the service's query path), not SentenceTransformer.encode:
     the vector must be exactly the one encode gives, or queries would drift from the indexed chunks."""
+    fresh = Embedder(DEFAULT_MODEL)
+    first = fresh.encode([TEXTS[1]])  # the first call of a new process: no encode() has switched modes yet
+    assert not any(m.training for m in fresh._load().modules())
     model = embedder._load()
+    np.testing.assert_array_equal(
+        first, model.encode([TEXTS[1]], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    )
     for text in (TEXTS[0], "maxSurge?", "x" * 3000, "Wie skaliert man ein Deployment? 日本語"):
         via_encode = model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         one = embedder.encode([text])

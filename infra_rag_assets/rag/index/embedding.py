@@ -175,6 +175,7 @@ class Embedder:
                 hf_logging.disable_progress_bar()  # "Loading weights" bar would spam asset logs
                 try:
                     self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+                    self._model.eval()  # inference only: no dropout on the forward-pass path (_encode_one)
                 finally:
                     if bar_was_on:
                         hf_logging.enable_progress_bar()
