@@ -198,9 +198,9 @@ class Embedder:
         """Embed ``texts`` in order; ``progress(done, total)`` is called after each batch."""
         model = self._load()
         texts = list(texts)
-        parts = [np.zeros((0, self.info.dimension), dtype=np.float32)]
         if len(texts) == 1 and progress is None:
             return self._encode_one(model, texts[0])
+        parts = [np.zeros((0, self.info.dimension), dtype=np.float32)]
         for start in range(0, len(texts), batch_size):
             batch = texts[start : start + batch_size]
             with self._encode_lock, self.hardware.autocast():

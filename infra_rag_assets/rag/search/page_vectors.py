@@ -42,20 +42,19 @@ class PageVectors:
     ) -> PageVectors:
         """The same from (chunk ids, vectors) batches: memory grows with the pages, not the chunks."""
         index: dict[str, int] = {}
-        sums = np.zeros((0, 0), dtype=np.float64)
+        dim, sums = 0, np.zeros((0, 0), dtype=np.float64)
         for chunk_ids, vectors in batches:
-            kept = [(i, page) for i, c in enumerate(chunk_ids) if (page := page_of(c)) is not None]
             dim = vectors.shape[1] if vectors.ndim == 2 else 0
+            kept = [(i, page) for i, c in enumerate(chunk_ids) if (page := page_of(c)) is not None]
+            if not kept:
+                continue
             groups = np.array([index.setdefault(page, len(index)) for _, page in kept], dtype=np.int64)
-            if sums.shape[0] < len(index) or sums.shape[1] != dim:
-                grown = np.zeros((max(2 * sums.shape[0], len(index)), dim), dtype=np.float64)
-                grown[: sums.shape[0], : min(dim, sums.shape[1])] = sums[:, :dim]
-                sums = grown
-            if kept:
-                rows = np.array([i for i, _ in kept], dtype=np.int64)
-                np.add.at(sums, groups, _unit(np.asarray(vectors, dtype=np.float64)[rows]))
+            if len(index) > len(sums):  # room for the new pages, doubling
+                sums = np.vstack([sums.reshape(-1, dim), np.zeros((max(len(index), 2 * len(sums)) - len(sums), dim))])
+            np.add.at(sums, groups, _unit(np.asarray(vectors, dtype=np.float64)[[i for i, _ in kept]]))
         pages = sorted(index)
-        return cls(tuple(pages), _unit(sums[[index[p] for p in pages]]).astype(np.float32))
+        centroids = sums[[index[p] for p in pages]] if pages else np.zeros((0, dim))
+        return cls(tuple(pages), _unit(centroids).astype(np.float32))
 
     def cosines(self, query: np.ndarray) -> dict[str, float]:
         """page id -> cosine of the question's vector to the page's centroid."""
