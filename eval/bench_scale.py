@@ -1,0 +1,244 @@
+"""Cost growth (issue 38): per-stage seconds and peak RSS on nested samples of the real corpus.
+
+For each fraction (default 25 %, 50 %, 100 % of every source's pages, one seeded order per
+source so each sample holds the smaller ones; the PDFs are always in) the script builds a new
+version in a data home and Dagster home of its own, one stage per process
+(`infra-rag build --in-process --from S --through S`), so each stage's peak RSS is the
+high-water mark of a process that ran only that stage (read with ``os.wait4``), and its seconds
+are Dagster's step stats of that run (the asset's step and its checks, without the start-up).
+It fits each stage's growth exponent b in seconds ~ pages^b (least squares on log-log),
+extrapolates to 10x and 100x the full corpus's pages and writes
+eval/results/scale_benchmark.json and an SVG plot beside it; the table printed is the one in
+docs/results.md.
+
+The build is the quick one (INFRA_RAG_ADAPT=0: the base model, no domain adaptation): the
+adaptation's cost is set by its triplet budget, measured by eval.bench_stages.
+
+    python -m eval.bench_scale [--fractions 0.25 0.5 1] [--through release] [--work /tmp/infra_rag_scale] [--resume]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from infra_rag_assets import settings
+from infra_rag_assets.control.stages import stages_for
+
+from .bench_build import vectors_metadata
+from .scale_plot import write_plot
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE_SUFFIXES = (".md", ".markdown", ".html", ".htm")
+
+
+def sample_corpus(source: Path, target: Path, fraction: float, seed: int) -> int:
+    """Copy ``fraction`` of each top-level source folder's pages (a seeded order per folder, so a
+    smaller sample is a subset of a larger one) and every other file; returns the pages copied."""
+    shutil.rmtree(target, ignore_errors=True)
+    copied = 0
+    for folder in sorted(p for p in source.iterdir() if p.is_dir()):
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        pages = [p for p in files if p.suffix.lower() in PAGE_SUFFIXES]
+        random.Random(f"{seed}:{folder.name}").shuffle(pages)
+        keep = set(pages[: math.ceil(len(pages) * fraction)]) | {p for p in files if p not in set(pages)}
+        for path in keep:
+            dest = target / path.relative_to(source)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+        copied += len(keep)
+    for path in source.iterdir():
+        if path.is_file():
+            shutil.copyfile(path, target / path.name)
+    return copied
+
+
+def run_stage(env: dict, args: list[str], log: Path) -> dict:
+    """One `infra-rag build ... --in-process --json` process: its JSON, exit code, wall seconds and
+    peak RSS (MiB, that process alone)."""
+    started = time.perf_counter()
+    with open(log, "ab") as err, open(log.with_suffix(".out"), "w+b") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infra_rag_assets", "build", "--in-process", "--json", *args],
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        printed = out.read().decode(errors="replace").strip()
+    try:
+        result = json.loads(printed[printed.index("{") :]) if "{" in printed else {}
+    except ValueError:
+        result = {}
+    return {
+        **result,
+        "exit_code": proc.returncode,
+        "process_seconds": round(time.perf_counter() - started, 1),
+        "peak_rss_mib": usage.ru_maxrss // 1024,
+    }
+
+
+def baseline_rss_mib(env: dict) -> int:
+    """Peak RSS of a process that only imports the code location (what every stage process pays)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import infra_rag_assets.definitions"], env=env)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return usage.ru_maxrss // 1024
+
+
+def step_seconds(dagster_home: Path, run_id: str) -> dict[str, float]:
+    """Seconds of each step of one run (the asset's step and its checks), from Dagster's stats."""
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        return {
+            stat.step_key: round(stat.end_time - stat.start_time, 2)
+            for stat in instance.get_run_step_stats(run_id)
+            if stat.start_time and stat.end_time
+        }
+
+
+def build_sample(corpus: Path, work: Path, fraction: float, seed: int, through: str) -> dict:
+    """A new version of the ``fraction`` sample, one stage per process; per-stage figures."""
+    base = sample_dir(work, fraction)
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    pages = sample_corpus(corpus, base / "corpus", fraction, seed)
+    env = {
+        **os.environ,
+        "INFRA_RAG_HOME": str(base / "home"),
+        "INFRA_RAG_CORPUS": str(base / "corpus"),
+        "DAGSTER_HOME": str(base / "dagster"),
+        "INFRA_RAG_ADAPT": "0",
+    }
+    (base / "dagster").mkdir()
+    baseline = baseline_rss_mib(env)
+    stages, version, rows = stages_for(through), "", {}
+    for stage in stages:
+        args = ["--through", stage] + (["--index-version", version, "--from", stage] if version else [])
+        ran = run_stage(env, args, base / "build.log")
+        version = version or ran.get("index_version", "")
+        if not ran.get("run_id"):
+            sys.exit(f"{stage} at {fraction:.0%}: no run (exit {ran['exit_code']}); see {base / 'build.log'}")
+        steps = step_seconds(base / "dagster", ran["run_id"])
+        rows[stage] = {
+            "seconds": round(sum(steps.values()), 1),
+            "asset_seconds": steps.get(stage),
+            "checks_seconds": round(sum(v for k, v in steps.items() if k != stage), 1),
+            "process_seconds": ran["process_seconds"],
+            "peak_rss_mib": ran["peak_rss_mib"],
+            "outcome": ran.get("outcome") or f"exit {ran['exit_code']}",
+        }
+        print(f"{fraction:.0%} {stage}: {rows[stage]}", flush=True)
+    vectors = vectors_metadata(base / "dagster", version) if "vectors" in rows else {}
+    sample = {
+        "fraction": fraction,
+        "pages": pages,
+        "chunks": vectors.get("dagster/row_count"),
+        "baseline_rss_mib": baseline,
+        "index_version": version,
+        "stages": rows,
+    }
+    (base / "sample.json").write_text(json.dumps(sample, indent=2))
+    return sample
+
+
+def sample_dir(work: Path, fraction: float) -> Path:
+    return work / f"f{round(fraction * 100):03d}"
+
+
+def measured_sample(corpus: Path, work: Path, fraction: float, args) -> dict:
+    """The sample's figures: built now, or (``--resume``) those of an earlier run of this script."""
+    done = sample_dir(work, fraction) / "sample.json"
+    if args.resume and done.is_file():
+        return json.loads(done.read_text())
+    return build_sample(corpus, work, fraction, args.seed, args.through)
+
+
+def growth_exponent(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log y on log x (None when fewer than two positive points)."""
+    points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y and y > 0]
+    if len(points) < 2:
+        return None
+    mx = sum(p[0] for p in points) / len(points)
+    my = sum(p[1] for p in points) / len(points)
+    var = sum((p[0] - mx) ** 2 for p in points)
+    return round(sum((p[0] - mx) * (p[1] - my) for p in points) / var, 2) if var else None
+
+
+def fit(samples: list[dict]) -> dict:
+    """Per stage: exponents of seconds and of peak RSS above the import baseline in pages, and the
+    10x/100x extrapolation (an exponent below 0, noise on a flat stage, extrapolates as 0)."""
+    pages = [s["pages"] for s in samples]
+    largest = samples[-1]  # samples are in growing order
+    fits = {}
+    for stage in largest["stages"]:
+        seconds = [s["stages"][stage]["seconds"] for s in samples]
+        rss = [max(s["stages"][stage]["peak_rss_mib"] - s["baseline_rss_mib"], 1) for s in samples]
+        b_time, b_rss = growth_exponent(pages, seconds), growth_exponent(pages, rss)
+        top = largest["stages"][stage]
+        fits[stage] = {
+            "seconds_exponent": b_time,
+            "rss_exponent": b_rss,
+            **{f"seconds_at_{k}x": round(top["seconds"] * k ** max(b_time or 0.0, 0.0), 1) for k in (10, 100)},
+            **{
+                f"peak_rss_mib_at_{k}x": round(largest["baseline_rss_mib"] + rss[-1] * k ** max(b_rss or 0.0, 0.0))
+                for k in (10, 100)
+            },
+        }
+    return fits
+
+
+def table(result: dict) -> str:
+    samples, fits = result["samples"], result["fits"]
+    head = " | ".join(f"s @ {s['pages']} p" for s in samples)
+    lines = [
+        f"| stage | {head} | b (time) | s @ 10x | s @ 100x | peak RSS MiB (100 %) | b (RSS) | RSS @ 100x |",
+        "|---|" + "---|" * (len(samples) + 6),
+    ]
+    for stage, f in fits.items():
+        secs = " | ".join(str(s["stages"][stage]["seconds"]) for s in samples)
+        lines.append(
+            f"| {stage} | {secs} | {f['seconds_exponent']} | {f['seconds_at_10x']} | {f['seconds_at_100x']} "
+            f"| {samples[-1]['stages'][stage]['peak_rss_mib']} | {f['rss_exponent']} | {f['peak_rss_mib_at_100x']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(settings.corpus_dir()))
+    parser.add_argument("--work", default="/tmp/infra_rag_scale")
+    parser.add_argument("--fractions", nargs="+", type=float, default=[0.25, 0.5, 1.0])
+    parser.add_argument("--through", default="release", help="last stage (as `infra-rag build --through`)")
+    parser.add_argument("--seed", type=int, default=38)
+    parser.add_argument("--resume", action="store_true", help="reuse samples an earlier run finished in --work")
+    parser.add_argument("--out", default=str(ROOT / "eval" / "results" / "scale_benchmark.json"))
+    args = parser.parse_args()
+    work = Path(args.work)
+    samples = [measured_sample(Path(args.corpus), work, f, args) for f in sorted(args.fractions)]
+    result = {
+        "started_from": "quick build (INFRA_RAG_ADAPT=0), one stage per process",
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)),
+        "samples": samples,
+        "fits": fit(samples),
+    }
+    out = Path(args.out)
+    out.write_text(json.dumps(result, indent=2))
+    write_plot(result, out.with_suffix(".svg"))
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
