@@ -32,6 +32,9 @@ VARIABLES = {
     "READER_EXAMPLES": "examples the answer reader trains on (default the recipe's; tests use few)",
     "DEVICE": "model stages' hardware: auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; "
     "the service's query embedding stays on the CPU unless set",
+    "STEP_EXECUTOR": "where a build run's steps execute: in_process (default, one after another in the "
+    "run's process), multiprocess, docker (dagster-docker) or k8s (dagster-k8s); the run config's "
+    "`execution` block configures the last two",
     "MODEL": "embedding model id or local path for new versions (default the packaged MiniLM)",
     "DAGSTER_URL": "base URL of the Dagster UI that run links point at (default http://127.0.0.1:3000)",
     "GATES": "gates.yaml the eval run judges (default the packaged data/gates.yaml)",
@@ -130,6 +133,11 @@ def model() -> str:
 def device() -> str:
     """The raw ``INFRA_RAG_DEVICE`` ("auto" when unset); ``rag.devices.configured`` resolves it."""
     return _read("DEVICE") or "auto"
+
+
+def step_executor() -> str:
+    """The raw ``INFRA_RAG_STEP_EXECUTOR`` ("in_process" when unset); defs/executors.py resolves it."""
+    return _read("STEP_EXECUTOR") or "in_process"
 
 
 def dagster_url() -> str:

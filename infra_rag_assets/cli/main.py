@@ -56,11 +56,13 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
     from .. import settings as env
     from ..defs.resources import BuildResource, DataHomeResource
+    from ..defs.executors import StepExecutorError, build_executor
     from ..rag.devices import DeviceSettingError, parse
 
     try:
         parse(env.device())  # a malformed INFRA_RAG_DEVICE stops every command before any work
-    except DeviceSettingError as exc:
+        build_executor()  # so does an unknown INFRA_RAG_STEP_EXECUTOR or its missing package
+    except (DeviceSettingError, StepExecutorError) as exc:
         raise UserError(str(exc)) from None
 
     store = DataHomeResource(home=home) if home else DataHomeResource()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from .executors import build_executor
 from .stage_graph import CHAIN_END, build_job_name, chain_targets, through_selection
 
 
@@ -19,9 +20,10 @@ def build_jobs(assets: list) -> list[dg.UnresolvedAssetJobDefinition]:
         dg.define_asset_job(
             name=build_job_name(target),
             selection=through_selection(target),
-            # In-process executor: steps run one after another in the run's process (models load
-            # once on a 2-core host); the writer pools still serialize vectors/lexical_index across runs.
-            executor_def=dg.in_process_executor,
+            # In-process by default: steps run one after another in the run's process (models load
+            # once on a 2-core host); INFRA_RAG_STEP_EXECUTOR picks Dagster's others (executors.py).
+            # The writer pools serialize vectors/lexical_index across runs either way.
+            executor_def=build_executor(),
             tags={"infra_rag/through": target},
             description="Build, evaluate and (if the gates pass) release one index version end to end."
             if target == CHAIN_END
