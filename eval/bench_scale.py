@@ -108,12 +108,17 @@ def step_seconds(dagster_home: Path, run_id: str) -> dict[str, float]:
         }
 
 
-def build_sample(corpus: Path, work: Path, fraction: float, seed: int, through: str) -> dict:
-    """A new version of the ``fraction`` sample, one stage per process; per-stage figures."""
+def build_sample(corpus: Path, work: Path, fraction: float, seed: int, through: str, resume: bool) -> dict:
+    """A new version of the ``fraction`` sample, one stage per process; per-stage figures. With
+    ``resume``, a sample an earlier run left part-built goes on from its next stage."""
     base = sample_dir(work, fraction)
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    pages = sample_corpus(corpus, base / "corpus", fraction, seed)
+    progress = base / "progress.json"
+    if resume and progress.is_file():
+        sample = json.loads(progress.read_text())
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+        (base / "dagster").mkdir(parents=True)
+        sample = {"fraction": fraction, "pages": sample_corpus(corpus, base / "corpus", fraction, seed)}
     env = {
         **os.environ,
         "INFRA_RAG_HOME": str(base / "home"),
@@ -121,36 +126,46 @@ def build_sample(corpus: Path, work: Path, fraction: float, seed: int, through: 
         "DAGSTER_HOME": str(base / "dagster"),
         "INFRA_RAG_ADAPT": "0",
     }
-    (base / "dagster").mkdir()
-    baseline = baseline_rss_mib(env)
-    stages, version, rows = stages_for(through), "", {}
-    for stage in stages:
+    sample.setdefault("baseline_rss_mib", baseline_rss_mib(env))
+    rows = sample.setdefault("stages", {})
+    for stage in (s for s in stages_for(through) if s not in rows):
+        version = sample.get("index_version", "")
         args = ["--through", stage] + (["--index-version", version, "--from", stage] if version else [])
         ran = run_stage(env, args, base / "build.log")
-        version = version or ran.get("index_version", "")
-        if not ran.get("run_id"):
+        sample["index_version"] = version = version or ran.get("index_version", "")
+        # A failed build prints no JSON: its run is the version's newest (stages run one at a time).
+        run_id = ran.get("run_id") or newest_run(base / "dagster", version)
+        if not run_id:
             sys.exit(f"{stage} at {fraction:.0%}: no run (exit {ran['exit_code']}); see {base / 'build.log'}")
-        steps = step_seconds(base / "dagster", ran["run_id"])
+        steps = step_seconds(base / "dagster", run_id)
         rows[stage] = {
             "seconds": round(sum(steps.values()), 1),
             "asset_seconds": steps.get(stage),
             "checks_seconds": round(sum(v for k, v in steps.items() if k != stage), 1),
             "process_seconds": ran["process_seconds"],
             "peak_rss_mib": ran["peak_rss_mib"],
-            "outcome": ran.get("outcome") or f"exit {ran['exit_code']}",
+            "outcome": ran.get("outcome") or last_error(base / "build.log") or f"exit {ran['exit_code']}",
         }
+        progress.write_text(json.dumps(sample, indent=2))
         print(f"{fraction:.0%} {stage}: {rows[stage]}", flush=True)
-    vectors = vectors_metadata(base / "dagster", version) if "vectors" in rows else {}
-    sample = {
-        "fraction": fraction,
-        "pages": pages,
-        "chunks": vectors.get("dagster/row_count"),
-        "baseline_rss_mib": baseline,
-        "index_version": version,
-        "stages": rows,
-    }
+    if "vectors" in rows:
+        sample["chunks"] = vectors_metadata(base / "dagster", sample["index_version"]).get("dagster/row_count")
     (base / "sample.json").write_text(json.dumps(sample, indent=2))
     return sample
+
+
+def newest_run(dagster_home: Path, version: str) -> str:
+    if not version:
+        return ""
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": version}), limit=1)
+        return runs[0].run_id if runs else ""
+
+
+def last_error(log: Path) -> str:
+    """The CLI's last ``error:`` line (a failed gate, say), as the stage's outcome."""
+    errors = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("error: ")]
+    return errors[-1].removeprefix("error: ")[:300] if errors else ""
 
 
 def sample_dir(work: Path, fraction: float) -> Path:
@@ -162,7 +177,7 @@ def measured_sample(corpus: Path, work: Path, fraction: float, args) -> dict:
     done = sample_dir(work, fraction) / "sample.json"
     if args.resume and done.is_file():
         return json.loads(done.read_text())
-    return build_sample(corpus, work, fraction, args.seed, args.through)
+    return build_sample(corpus, work, fraction, args.seed, args.through, args.resume)
 
 
 def growth_exponent(xs: list[float], ys: list[float]) -> float | None:
