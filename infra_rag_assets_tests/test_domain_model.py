@@ -24,8 +24,9 @@ from infra_rag_assets.rag.devices import versions
 from infra_rag_assets.rag.index.config import AdaptRecipe, BuildSettings
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, ModelMismatch, resolve_model_path, shared_embedder
 from infra_rag_assets.rag.index.embedding import weights_hash as model_weights_hash
-from infra_rag_assets.rag.index.vector_store import VectorSearcher, read_model_info
+from infra_rag_assets.rag.index.vector_store import read_model_info
 from infra_rag_assets.rag.search.engine import QueryEngine
+from infra_rag_assets.rag.search.vector_search import VectorSearcher
 
 pytestmark = pytest.mark.build
 

@@ -8,17 +8,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from infra_rag_assets.rag.index.config import StableRowsHash, stable_hash
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, Embedder, ModelMismatch
 from infra_rag_assets.rag.index.vector_store import (
-    VectorSearcher,
-    build_where,
     count_rows,
     drop_version,
     read_model_info,
+    read_vectors,
     table_exists,
     table_name,
+    write_vector_batches,
     write_vectors,
 )
+from infra_rag_assets.rag.search.vector_search import VectorSearcher, build_where
 
 pytestmark = pytest.mark.unit
 
@@ -224,6 +226,20 @@ def test_rematerialisation_overwrites_instead_of_appending(tmp_path, embedder, v
     drop_version(db, "v1")  # idempotent
 
 
+def test_batches_make_the_same_table_as_one_write(tmp_path, embedder, vectors):
+    db = str(tmp_path / "lancedb")
+    rows = sorted(_rows(), key=lambda r: r["chunk_id"])
+    order = [_rows().index(r) for r in rows]
+    batches = [(rows[i : i + 3], vectors[order[i : i + 3]]) for i in range(0, len(rows), 3)]
+    write_vector_batches(db, "batched", batches, embedder.info)
+    write_vectors(db, "whole", rows, vectors[order], embedder.info)
+    assert count_rows(db, "batched") == len(CHUNKS)
+    batched, whole = read_vectors(db, "batched"), read_vectors(db, "whole")
+    assert batched.keys() == whole.keys() and all(np.array_equal(batched[k], whole[k]) for k in whole)
+    with pytest.raises(ValueError, match="increasing chunk_id order"):  # a repeat across batches
+        write_vector_batches(db, "again", [batches[0], batches[0]], embedder.info)
+
+
 def test_bad_input_is_rejected_before_writing(tmp_path, embedder, vectors):
     db = str(tmp_path / "db")
     with pytest.raises(ValueError, match="shape"):
@@ -280,7 +296,7 @@ def test_concurrent_first_queries_share_one_scan(searcher, embedder):
 
 
 def test_operators_bound_the_in_process_scan(tmp_path, embedder, vectors, monkeypatch):
-    from infra_rag_assets.rag.index.vector_store import MEMORY_SCAN_ENV
+    from infra_rag_assets.rag.search.vector_search import MEMORY_SCAN_ENV
 
     db = str(tmp_path / "lancedb")
     write_vectors(db, "v1", _rows(), vectors, embedder.info)
@@ -295,3 +311,39 @@ def test_operators_bound_the_in_process_scan(tmp_path, embedder, vectors, monkey
         monkeypatch.setenv(MEMORY_SCAN_ENV, bad)
         with pytest.raises(ValueError, match=MEMORY_SCAN_ENV):
             VectorSearcher.open(db, "v1", embedder)
+
+
+def test_rows_hash_fed_in_batches_equals_the_whole_hash():
+    rows = [(f"c{i}", f"h{i}") for i in range(7)]
+    digest = StableRowsHash("weights")
+    for start in range(0, 7, 3):
+        digest.add(rows[start : start + 3])
+    assert digest.hexdigest(16) == stable_hash(["weights", rows], 16)
+    assert StableRowsHash("w").hexdigest() == stable_hash(["w", []])
+
+
+def test_embedding_a_version_in_batches(tmp_path, embedder):
+    """Chunks from the warehouse a batch at a time into the version's table, through the cache."""
+    import polars as pl
+
+    from infra_rag_assets.rag.index.embedding_cache import EmbeddingCache
+    from infra_rag_assets.rag.index.vector_store import embed_batches
+    from infra_rag_assets.rag.operate.warehouse import Warehouse
+
+    warehouse = Warehouse(tmp_path / "warehouse.duckdb")
+    rows = sorted(_rows(), key=lambda r: r["chunk_id"])
+    frame = pl.DataFrame(rows).with_columns(
+        pl.lit("Kubernetes").alias("context"), pl.col("chunk_id").alias("embed_hash")
+    )
+    warehouse.replace_partition("chunks", "v1", frame)
+    db, cache, seen = str(tmp_path / "lancedb"), EmbeddingCache(tmp_path / "cache"), []
+    built = embed_batches(
+        embedder, cache, warehouse.chunk_batches("v1", rows=3), db, "v1",
+        total=len(rows), batch_size=4, progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert built.table.rows == len(rows) == count_rows(db, "v1")
+    assert built.cache.misses == len(rows) and seen[-1] == (len(rows), len(rows)) and len(seen) == -(-len(rows) // 3)
+    assert built.content_hash == stable_hash([embedder.weights_hash, [[r["chunk_id"]] * 2 for r in rows]], 16)
+    again = embed_batches(embedder, cache, warehouse.chunk_batches("v1", rows=4), db, "v1",
+                          total=len(rows), batch_size=4)  # fmt: skip
+    assert again.cache.misses == 0 and again.content_hash == built.content_hash and count_rows(db, "v1") == len(rows)

@@ -63,6 +63,14 @@ def test_chunk_reads(warehouse):
     assert warehouse.versions_with_chunks() == ["v1"]
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 5])
+def test_chunk_batches_page_through_every_chunk_once_in_order(warehouse, rows):
+    batches = list(warehouse.chunk_batches("v1", ("chunk_id", "text"), rows=rows))
+    assert all(0 < b.height <= rows for b in batches)
+    assert pl.concat(batches).equals(warehouse.chunks_of("v1", ("chunk_id", "text")))
+    assert list(warehouse.chunk_batches("v2")) == []
+
+
 def test_version_and_eval_reads(warehouse):
     info = warehouse.version_info("v1")
     assert (info["created_by"], info["config_hash"], info["sources_fingerprint"]) == ("test", "hash-v1", "fp-v1")

@@ -55,8 +55,8 @@ def main(ctx: click.Context, home: str | None, sources_file: str | None) -> None
     """Build, inspect and query infra_rag_assets index versions."""
     warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
     from .. import settings as env
-    from ..defs.resources import BuildResource, DataHomeResource
     from ..defs.executors import StepExecutorError, build_executor
+    from ..defs.resources import BuildResource, DataHomeResource
     from ..rag.devices import DeviceSettingError, parse
 
     try:

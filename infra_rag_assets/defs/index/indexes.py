@@ -6,10 +6,11 @@ import dagster as dg
 import polars as pl
 
 from ...rag.index.config import BuildSettings, stable_hash
-from ...rag.index.corpus_chunks import embed_input
 from ...rag.index.serving_snapshot import snapshot_files, snapshot_from_warehouse
 from ..partitions import index_version
 from ..resources import DataHomeResource, EmbedderResource, stage_device
+
+VECTOR_BATCH_ROWS = 8192  # chunks embedded and written per batch (~12 MB of vectors at 384 dimensions)
 
 
 def _chunks(store: DataHomeResource, version: str) -> pl.DataFrame:
@@ -38,30 +39,34 @@ def _config(store: DataHomeResource, version: str) -> BuildSettings:
 def vectors(
     context: dg.AssetExecutionContext, store: DataHomeResource, embedding: EmbedderResource
 ) -> dg.MaterializeResult:
-    from ...rag.index.embedding_cache import EmbeddingCache, embed_with_cache
-    from ...rag.index.vector_store import write_vectors
+    from ...rag.index.embedding_cache import EmbeddingCache
+    from ...rag.index.vector_store import embed_batches
 
     version = context.partition_key
     hardware = stage_device(embedding.hardware)
-    config, frame = _config(store, version), _chunks(store, version)
-    expected, model_id = expected_model_hash(store, version, config, frame)
+    warehouse, config = store.data_home().warehouse(), _config(store, version)
+    total = warehouse.chunk_count(version)
+    if not total:
+        raise dg.Failure(f"no chunks for {version}: materialize chunks first")
+    expected, model_id = expected_model_hash(store, version, config)
     embedder = embedding.embedder(model_id)
     if expected and embedder.weights_hash != expected:
         raise dg.Failure(
             f"model {model_id} has weights {embedder.weights_hash[:12]}, but {version} "
             f"needs {expected[:12]}: build a new index version"
         )
-    texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
     started = time.perf_counter()
-    matrix, stats = embed_with_cache(
+    built = embed_batches(  # a batch of chunks at a time: memory does not grow with the version
         embedder,
         EmbeddingCache(store.data_home().cache_dir()),
-        texts,
+        warehouse.chunk_batches(version, rows=VECTOR_BATCH_ROWS),
+        store.data_home().vectors_uri(),
+        version,
+        total=total,
         batch_size=embedding.batch_size_on(hardware),
         progress=_embed_progress(context),
     )
-    info = embedder.info
-    table = write_vectors(store.data_home().vectors_uri(), version, frame.to_dicts(), matrix, info)
+    info, table, stats = embedder.info, built.table, built.cache
     total = stats.hits + stats.misses
     return dg.MaterializeResult(
         metadata={
@@ -80,11 +85,10 @@ def vectors(
             "seconds_total": round(time.perf_counter() - started, 2),
             "bytes_on_disk": table.bytes_on_disk or 0,
             "batch_size": embedding.batch_size_on(hardware),
+            "rows_per_write": VECTOR_BATCH_ROWS,
             **hardware.metadata(),
         },
-        data_version=dg.DataVersion(
-            stable_hash([info.weights_hash, frame.select("chunk_id", "embed_hash").rows()], 16)
-        ),
+        data_version=dg.DataVersion(built.content_hash),
     )
 
 

@@ -88,8 +88,30 @@ class BuildSettings:
 
 
 def stable_hash(value: object, length: int = 64) -> str:
-    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:length]
+    return hashlib.sha256(_canonical(value).encode()).hexdigest()[:length]
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class StableRowsHash:
+    """``stable_hash([head, rows])`` fed a batch of rows at a time: the same digest, without
+    holding every row (rows are sequences, serialised as JSON lists)."""
+
+    def __init__(self, head: object) -> None:
+        self._digest = hashlib.sha256(f"[{_canonical(head)},[".encode())
+        self._empty = True
+
+    def add(self, rows) -> None:
+        for row in rows:
+            self._digest.update((("" if self._empty else ",") + _canonical(list(row))).encode())
+            self._empty = False
+
+    def hexdigest(self, length: int = 64) -> str:
+        final = self._digest.copy()
+        final.update(b"]]")
+        return final.hexdigest()[:length]
 
 
 def source_snapshot(source: Source, fingerprint: str) -> dict:

@@ -11,22 +11,18 @@ atomic manifest commit, so readers see either the previous complete version or t
 never a mix, and a crash mid-write leaves the previous version current. Old versions stay on
 disk until ``table.optimize(cleanup_older_than=...)`` prunes them.
 
-Search is exact (flat) with perfect recall. A version's table is immutable, so a searcher over
-a table of at most ``MEMORY_SCAN_MAX_ROWS`` rows reads its ids and vectors once and ranks an
-unfiltered query with one matrix product in process: 2.3 ms at 19k x 384 where LanceDB's own
-flat scan takes 27 ms per query (measured 2026-12-02), which is most of a dense query after the
-embedding. Filtered queries go to LanceDB, which applies filters *before* ranking so ``k``
-matching rows come back whenever they exist. Larger tables (or LanceDB on object storage past
-that size) are always scanned by LanceDB; add an IVF_PQ (or IVF_HNSW_SQ) index once a table
-passes ~250k-1M rows or latency matters more than exact recall (prefiltering is still honoured).
+The vectors stage writes a version in batches (``embed_batches``): the first replaces any
+earlier table and each later batch is its own commit, so a build that dies midway leaves a
+part-written table, which the vectors check (rows = chunks) fails and a rebuild replaces.
+
+Search over these tables: rag/search/vector_search.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -37,14 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.db import LanceDBConnection
 
-from infra_rag_assets import settings
-from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, ModelMismatch, ensure_same_model
-from infra_rag_assets.rag.index.embedding_cache import vector_matrix
+from infra_rag_assets.rag.index.embedding import Embedder, ModelInfo, Progress
+from infra_rag_assets.rag.index.embedding_cache import CacheStats, EmbeddingCache, vector_matrix
 
 _META_KEYS = ("model_id", "weights_hash", "dimension", "metric", "max_seq_length", "version")
-_EQUALITY_FILTERS = ("project", "source", "page_kind", "doc_id")
-MEMORY_SCAN_MAX_ROWS = 250_000  # ~370 MB of float32 at 384 dimensions: above it, LanceDB scans
-MEMORY_SCAN_ENV = "INFRA_RAG_MEMORY_SCAN_MAX_ROWS"
 
 _ROW_FIELDS = [
     pa.field("chunk_id", pa.string(), nullable=False),
@@ -56,11 +48,6 @@ _ROW_FIELDS = [
     pa.field("pages", pa.list_(pa.int32())),
     pa.field("text", pa.string()),
 ]
-
-
-def memory_scan_limit() -> int:
-    """Rows a searcher may hold in process (``INFRA_RAG_MEMORY_SCAN_MAX_ROWS``; 0 = LanceDB always)."""
-    return settings.memory_scan_max_rows(MEMORY_SCAN_MAX_ROWS)
 
 
 @dataclass(frozen=True)
@@ -119,16 +106,35 @@ def dir_bytes(uri: str | Path) -> int | None:
 def write_vectors(
     db_uri: str, version: str, rows: list[dict] | pa.Table, vectors: np.ndarray, model: ModelInfo
 ) -> TableStats:
-    """(Re)write the table for ``version``; a re-materialisation replaces it, never appends."""
-    schema = _schema(model, version)
-    data = _to_arrow(rows, vectors, schema)
-    ids = data.column("chunk_id")
-    if ids.null_count or pc.count_distinct(ids).as_py() != data.num_rows:
-        raise ValueError("every row needs a distinct, non-null chunk_id")
-    name = table_name(version)
-    db = _connect(db_uri)
-    mode = "overwrite" if name in db else "create"  # "overwrite" of nothing logs a Lance WARN
-    table = db.create_table(name, data, schema=schema, mode=mode)
+    """(Re)write the table for ``version`` in one commit; a re-materialisation replaces it, never appends."""
+    return write_vector_batches(db_uri, version, [(rows, vectors)], model)
+
+
+def write_vector_batches(
+    db_uri: str, version: str, batches: Iterable[tuple[list[dict] | pa.Table, np.ndarray]], model: ModelInfo
+) -> TableStats:
+    """(Re)write ``version``'s table from (rows, vectors) batches: the first replaces any earlier
+    table, each later one is appended, so memory is one batch. Chunk ids must be distinct and
+    non-null within a batch, and every batch's ids must sort after the previous batch's."""
+    schema, name, db = _schema(model, version), table_name(version), _connect(db_uri)
+    table, last_id = None, None
+    for rows, vectors in batches:
+        data = _to_arrow(rows, vectors, schema)
+        ids = data.column("chunk_id")
+        if ids.null_count or pc.count_distinct(ids).as_py() != data.num_rows:
+            raise ValueError("every row needs a distinct, non-null chunk_id")
+        if data.num_rows == 0 and table is not None:
+            continue
+        if last_id is not None and data.num_rows and pc.min(ids).as_py() <= last_id:
+            raise ValueError("vector batches must come in increasing chunk_id order")
+        last_id = pc.max(ids).as_py() if data.num_rows else last_id
+        if table is None:
+            mode = "overwrite" if name in db else "create"  # "overwrite" of nothing logs a Lance WARN
+            table = db.create_table(name, data, schema=schema, mode=mode)
+        else:
+            table.add(data)
+    if table is None:
+        raise ValueError("no vector batches to write")
     return TableStats(
         rows=table.count_rows(), table=name, bytes_on_disk=dir_bytes(table.uri), lance_version=table.version
     )
@@ -140,7 +146,7 @@ def _connect(db_uri: str) -> LanceDBConnection:
     return cast(LanceDBConnection, lancedb.connect(db_uri))
 
 
-def _open(db_uri: str, version: str) -> Any:
+def open_table(db_uri: str, version: str) -> Any:
     return _connect(db_uri).open_table(table_name(version))
 
 
@@ -150,7 +156,7 @@ def table_exists(db_uri: str, version: str) -> bool:
 
 def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
     """The model facts stored in the table's Arrow schema metadata at build time."""
-    raw = _open(db_uri, version).schema.metadata or {}
+    raw = open_table(db_uri, version).schema.metadata or {}
     info = {k.decode(): v.decode() for k, v in raw.items() if k.decode() in _META_KEYS}
     for key in ("dimension", "max_seq_length"):
         if key in info:
@@ -160,22 +166,22 @@ def read_model_info(db_uri: str, version: str) -> dict[str, Any]:
 
 def read_vectors(db_uri: str, version: str) -> dict[str, np.ndarray]:
     """chunk_id -> stored (L2-normalised) vector of every row of the version's table."""
-    table = _open(db_uri, version)
-    ids, matrix = _ids_and_vectors(table, table.count_rows())
+    table = open_table(db_uri, version)
+    ids, matrix = ids_and_vectors(table, table.count_rows())
     return dict(zip(ids, matrix))
 
 
 def iter_vectors(db_uri: str, version: str, batch_rows: int = 16_384) -> Iterator[tuple[list[str], np.ndarray]]:
     """(chunk ids, vectors) of the version's table, ``batch_rows`` at a time: memory bounded by a
     batch, not by the version (~25 MB of float32 a batch at 384 dimensions)."""
-    table = _open(db_uri, version)
+    table = open_table(db_uri, version)
     dim = table.schema.field("vector").type.list_size
     query = table.search().select(["chunk_id", "vector"]).limit(table.count_rows())
     for batch in query.to_batches(batch_rows):
         yield batch["chunk_id"].to_pylist(), vector_matrix(batch["vector"], dim)
 
 
-def _ids_and_vectors(table: Any, rows: int) -> tuple[list[str], np.ndarray]:
+def ids_and_vectors(table: Any, rows: int) -> tuple[list[str], np.ndarray]:
     """Every row's chunk id and vector, reading those two columns only (the dimension is the
     vector column's fixed list size, so no second read of the table's metadata)."""
     data = table.search().select(["chunk_id", "vector"]).limit(rows).to_arrow()
@@ -183,7 +189,7 @@ def _ids_and_vectors(table: Any, rows: int) -> tuple[list[str], np.ndarray]:
 
 
 def count_rows(db_uri: str, version: str) -> int:
-    return _open(db_uri, version).count_rows()
+    return open_table(db_uri, version).count_rows()
 
 
 def drop_version(db_uri: str, version: str) -> None:
@@ -191,125 +197,50 @@ def drop_version(db_uri: str, version: str) -> None:
     _connect(db_uri).drop_table(table_name(version), ignore_missing=True)
 
 
-def _quote(value: Any) -> str:
-    """A SQL literal: ints stay ints, everything else becomes a quoted string."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        return "'" + str(value).replace("'", "''") + "'"
-    return str(int(value))
+@dataclass(frozen=True)
+class VectorBuild:
+    table: TableStats
+    cache: CacheStats  # summed over batches: a text repeated in a later batch counts as a hit
+    content_hash: str  # stable_hash([weights hash, [[chunk_id, embed_hash], ...]]), as before streaming
 
 
-def _like_prefix(prefix: str) -> str:
-    """``LIKE`` pattern matching ``prefix`` literally (``%``, ``_`` and ``\\`` escaped)."""
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return _quote(escaped + "%") + " ESCAPE '\\'"
+def embed_batches(
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    batches: Iterable[Any],
+    db_uri: str,
+    version: str,
+    *,
+    total: int,
+    batch_size: int,
+    progress: Progress | None = None,
+) -> VectorBuild:
+    """Embed ``batches`` (polars frames, in chunk-id order) of chunk rows (``context``, ``text``,
+    ``embed_hash`` and the table's row columns) and write them as ``version``'s table a batch at
+    a time (``Warehouse.chunk_batches``), so memory is one batch whatever the version's size;
+    ``progress(chunks done, total)``. Lance commits each append, so a build that fails midway
+    leaves a part-written table, which the vectors parity check reports and a rebuild replaces."""
+    from .config import StableRowsHash
+    from .corpus_chunks import embed_input
+    from .embedding_cache import embed_with_cache
 
+    digest = StableRowsHash(embedder.weights_hash)
+    counts = {"hits": 0, "misses": 0, "seconds": 0.0}
 
-def _as_values(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else [value]
+    def embedded() -> Iterator[tuple[pa.Table, np.ndarray]]:
+        done = 0
+        for frame in batches:
+            texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
+            matrix, stats = embed_with_cache(embedder, cache, texts, batch_size=batch_size)
+            counts["hits"] += stats.hits
+            counts["misses"] += stats.misses
+            counts["seconds"] += stats.seconds_embedding
+            digest.add(frame.select("chunk_id", "embed_hash").rows())
+            done += frame.height
+            if progress is not None:
+                progress(done, total)
+            yield frame.to_arrow(), matrix
 
-
-def build_where(filters: Mapping[str, Any] | None) -> str | None:
-    """Translate search filters into a LanceDB (DataFusion) SQL predicate.
-
-    Supported keys: ``project``/``source``/``page_kind``/``doc_id`` (a value or a list of
-    allowed values), ``section_prefix`` (literal prefix of ``section_path``) and ``page``
-    (PDF page number that must be in the chunk's ``pages`` list, via ``array_has``).
-    """
-    clauses: list[str] = []
-    for key, value in (filters or {}).items():
-        if value is None:
-            continue
-        if key in _EQUALITY_FILTERS:
-            values = _as_values(value)
-            clauses.append(f"{key} IN ({', '.join(_quote(v) for v in values)})" if values else "FALSE")
-        elif key == "section_prefix":
-            clauses.append(f"section_path LIKE {_like_prefix(str(value))}")
-        elif key == "page":
-            clauses.append(f"array_has(pages, {int(value)})")
-        else:
-            raise ValueError(f"unknown search filter {key!r}")
-    return " AND ".join(f"({c})" for c in clauses) or None
-
-
-class VectorSearcher:
-    """Cosine search over one index version, refusing to run with a different model."""
-
-    def __init__(
-        self, table: Any, embedder: Embedder, built: Mapping[str, Any], *, memory_scan_max_rows: int | None = None
-    ) -> None:
-        self.table = table
-        self.embedder = embedder
-        self.built = dict(built)
-        self.memory_scan_max_rows = memory_scan_limit() if memory_scan_max_rows is None else memory_scan_max_rows
-        self._scan: tuple[list[str], np.ndarray] | None = None  # (chunk ids, unit-norm rows), read once
-        self._scan_refused = False  # the table has more rows than the limit: LanceDB scans
-        self._scan_lock = threading.Lock()
-
-    @classmethod
-    def open(cls, db_uri: str, version: str, embedder: Embedder, **kwargs: Any) -> VectorSearcher:
-        """Open ``version`` and check that ``embedder`` is the model that built it."""
-        built = read_model_info(db_uri, version)
-        if not built.get("weights_hash"):
-            raise ModelMismatch(f"index {version!r} carries no model metadata; rebuild it")
-        ensure_same_model(built, embedder.info)
-        return cls(_open(db_uri, version), embedder, built, **kwargs)
-
-    def _query_vector(self, query: str | np.ndarray) -> np.ndarray:
-        vec = self.embedder.encode([query])[0] if isinstance(query, str) else np.asarray(query, dtype=np.float32)
-        if vec.shape != (int(self.built["dimension"]),):
-            raise ValueError(f"query vector has shape {vec.shape}, index dimension is {self.built['dimension']}")
-        return vec
-
-    def search(
-        self, query: str | np.ndarray, k: int, *, filters: Mapping[str, Any] | None = None, exact: bool = True
-    ) -> list[tuple[str, float]]:
-        """Top ``k`` (chunk_id, cosine similarity), best first, filters applied before ranking."""
-        if k <= 0:
-            return []
-        vec = self._query_vector(query)
-        where = build_where(filters)
-        scan = self._memory_scan() if exact and where is None else None
-        if scan is not None:
-            return _top_k(*scan, vec, k)
-        builder = self.table.search(vec).distance_type("cosine")
-        if where:
-            builder = builder.where(where, prefilter=True)
-        if exact:
-            builder = builder.bypass_vector_index()
-        # Selecting "_distance" explicitly: omitting it logs a Lance deprecation WARN per query.
-        hits = builder.select(["chunk_id", "_distance"]).limit(k).to_arrow()
-        ids = hits.column("chunk_id").to_pylist()
-        distances = hits.column("_distance").to_numpy()
-        return [(cid, float(1.0 - d)) for cid, d in zip(ids, distances)]
-
-    def _memory_scan(self) -> tuple[list[str], np.ndarray] | None:
-        """The table's ids and unit-norm vectors, read on first use (None: too large to hold)."""
-        if self._scan is not None or self._scan_refused:  # every query after the first
-            return self._scan
-        with self._scan_lock:
-            if self._scan is None and not self._scan_refused:
-                rows = self.table.count_rows()
-                if rows > self.memory_scan_max_rows:
-                    self._scan_refused = True
-                else:
-                    ids, matrix = _ids_and_vectors(self.table, rows)
-                    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                    self._scan = (ids, np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32))
-            return self._scan
-
-
-def _top_k(ids: list[str], unit_rows: np.ndarray, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-    """Exact cosine top ``k``, best first; equal scores keep table order. The product runs in
-    torch, on the process's torch threads (one in the service and in eval_run): numpy's
-    OpenBLAS would start its own busy-waiting threads in every service worker."""
-    import torch
-
-    norm = float(np.linalg.norm(query))
-    unit_query = np.ascontiguousarray(query / norm if norm > 0 else query, dtype=np.float32)
-    scores = torch.mv(torch.from_numpy(unit_rows), torch.from_numpy(unit_query)).numpy()
-    k = min(k, len(ids))
-    if k == 0:
-        return []
-    head = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-    order = head[np.lexsort((head, -scores[head]))]
-    return [(ids[i], float(scores[i])) for i in order]
+    table = write_vector_batches(db_uri, version, embedded(), embedder.info)
+    stats = CacheStats(hits=counts["hits"], misses=counts["misses"], seconds_embedding=counts["seconds"])
+    return VectorBuild(table, stats, digest.hexdigest(16))

@@ -6,7 +6,7 @@ the schema and write path read in one place and the queries in another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -26,6 +26,22 @@ class WarehouseReads:
     ) -> pl.DataFrame:
         """``version``'s chunk rows (stable order: chunk id unless ``order_by`` says otherwise)."""
         return self._of("chunks", version, columns, order_by)
+
+    def chunk_batches(self, version: str, columns: Sequence[str] = ("*",), rows: int = 8192) -> Iterator[pl.DataFrame]:
+        """``version``'s chunk rows in chunk-id order, ``rows`` at a time: keyset pages, each its
+        own short query, so no connection stays open between batches (writers are not held up)."""
+        selected, last = ", ".join(columns), None
+        while True:
+            after = "" if last is None else " AND chunk_id > ?"
+            frame = self.frame(
+                f"SELECT {selected} FROM chunks WHERE index_version = ?{after} ORDER BY chunk_id LIMIT {int(rows)}",
+                [version] if last is None else [version, last],
+            )
+            if frame.height:
+                yield frame
+            if frame.height < rows:
+                return
+            last = frame["chunk_id"][-1]
 
     def documents_of(self, version: str, columns: Sequence[str] = ("*",), order_by: Sequence[str] = ()) -> pl.DataFrame:
         """``version``'s page records (every status)."""

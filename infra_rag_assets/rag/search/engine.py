@@ -28,7 +28,7 @@ from .retrieval_settings import DEFAULT_CONFIG, VERSION_RANKER, without_ranker
 
 if TYPE_CHECKING:  # opened lazily at run time (Tantivy, LanceDB)
     from ..index.lexical_store import LexicalSearcher
-    from ..index.vector_store import VectorSearcher
+    from .vector_search import VectorSearcher
 
 MODE_CONFIGS = {"dense": "dense", "lexical": "lexical", "hybrid": DEFAULT_CONFIG}
 
@@ -149,7 +149,7 @@ class QueryEngine:
 
     def _searchers(self, mode: str) -> tuple[VectorSearcher | None, LexicalSearcher | None]:
         from ..index.lexical_store import LexicalSearcher
-        from ..index.vector_store import VectorSearcher
+        from .vector_search import VectorSearcher
 
         with self._lock:
             if mode != "lexical" and self._vector is None:

@@ -378,7 +378,7 @@ def open_retriever(
 ) -> Retriever:
     """Open the searchers ``config.mode`` needs. The index version defaults to the Tantivy
     directory's name (``<home>/tantivy/<version>``). ModelMismatch propagates unchanged."""
-    from ..index.vector_store import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
+    from .vector_search import VectorSearcher  # lazily: lancedb is only needed once a searcher opens
 
     version = version or Path(tantivy_dir).name
     vector = VectorSearcher.open(db_uri, version, embedder) if config.mode != "lexical" else None
