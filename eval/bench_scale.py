@@ -36,7 +36,7 @@ from infra_rag_assets import settings
 from infra_rag_assets.control.stages import stages_for
 
 from .bench_build import vectors_metadata
-from .scale_plot import write_plot
+from .scale_report import fit, table, write_plot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_SUFFIXES = (".md", ".markdown", ".html", ".htm")
@@ -119,39 +119,78 @@ def build_sample(corpus: Path, work: Path, fraction: float, seed: int, through: 
         shutil.rmtree(base, ignore_errors=True)
         (base / "dagster").mkdir(parents=True)
         sample = {"fraction": fraction, "pages": sample_corpus(corpus, base / "corpus", fraction, seed)}
-    env = {
-        **os.environ,
-        "INFRA_RAG_HOME": str(base / "home"),
-        "INFRA_RAG_CORPUS": str(base / "corpus"),
-        "DAGSTER_HOME": str(base / "dagster"),
-        "INFRA_RAG_ADAPT": "0",
-    }
+    env = {**os.environ, **sample_env(base)}
     sample.setdefault("baseline_rss_mib", baseline_rss_mib(env))
     rows = sample.setdefault("stages", {})
     for stage in (s for s in stages_for(through) if s not in rows):
-        version = sample.get("index_version", "")
-        args = ["--through", stage] + (["--index-version", version, "--from", stage] if version else [])
-        ran = run_stage(env, args, base / "build.log")
-        sample["index_version"] = version = version or ran.get("index_version", "")
-        # A failed build prints no JSON: its run is the version's newest (stages run one at a time).
-        run_id = ran.get("run_id") or newest_run(base / "dagster", version)
-        if not run_id:
-            sys.exit(f"{stage} at {fraction:.0%}: no run (exit {ran['exit_code']}); see {base / 'build.log'}")
-        steps = step_seconds(base / "dagster", run_id)
-        rows[stage] = {
-            "seconds": round(sum(steps.values()), 1),
-            "asset_seconds": steps.get(stage),
-            "checks_seconds": round(sum(v for k, v in steps.items() if k != stage), 1),
-            "process_seconds": ran["process_seconds"],
-            "peak_rss_mib": ran["peak_rss_mib"],
-            "outcome": ran.get("outcome") or last_error(base / "build.log") or f"exit {ran['exit_code']}",
-        }
+        rows[stage] = measure_stage(base, env, stage, sample)
         progress.write_text(json.dumps(sample, indent=2))
         print(f"{fraction:.0%} {stage}: {rows[stage]}", flush=True)
     if "vectors" in rows:
         sample["chunks"] = vectors_metadata(base / "dagster", sample["index_version"]).get("dagster/row_count")
     (base / "sample.json").write_text(json.dumps(sample, indent=2))
     return sample
+
+
+def measure_stage(base: Path, env: dict, stage: str, sample: dict) -> dict:
+    """Run one stage of the sample's version (registering it on the first) in its own process."""
+    version = sample.get("index_version", "")
+    args = ["--through", stage] + (["--index-version", version, "--from", stage] if version else [])
+    ran = run_stage(env, args, base / "build.log")
+    sample["index_version"] = version = version or ran.get("index_version", "")
+    # A failed build prints no JSON: its run is the version's newest (stages run one at a time).
+    run_id = ran.get("run_id") or newest_run(base / "dagster", version)
+    if not run_id:
+        sys.exit(f"{stage} of {base.name}: no run (exit {ran['exit_code']}); see {base / 'build.log'}")
+    steps = step_seconds(base / "dagster", run_id)
+    return {
+        "seconds": round(sum(steps.values()), 1),
+        "asset_seconds": steps.get(stage),
+        "checks_seconds": round(sum(v for k, v in steps.items() if k != stage), 1),
+        "process_seconds": ran["process_seconds"],
+        "peak_rss_mib": ran["peak_rss_mib"],
+        "outcome": ran.get("outcome") or last_error(base / "build.log") or f"exit {ran['exit_code']}",
+    }
+
+
+# What a stage reuses from earlier runs in its data home: moved aside before a re-measurement.
+STAGE_CACHES = {"vectors": ("embedding_cache",), "eval_run": ("eval_cache", "generations", "judgings")}
+
+
+def remeasure(work: Path, fraction: float, stage: str, replace: bool) -> dict:
+    """``stage`` again on a finished sample with its caches moved aside (the first time; later
+    re-measurements drop the caches the previous one made), under ``remeasured`` in sample.json;
+    with ``replace`` it becomes the stage's row (the first one kept as ``replaced``): for a row
+    whose run reused cached results."""
+    base = sample_dir(work, fraction)
+    sample = json.loads((base / "sample.json").read_text())
+    for name in STAGE_CACHES.get(stage, ()):
+        cache, aside = base / "home" / name, base / "home" / f"{name}.before-remeasure"
+        if aside.exists():
+            shutil.rmtree(cache, ignore_errors=True)
+        elif cache.exists():
+            cache.rename(aside)
+    env = {**os.environ, **sample_env(base)}
+    row = measure_stage(base, env, stage, sample)
+    row["code"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip()  # fmt: skip
+    if replace:
+        sample.setdefault("replaced", {})[stage] = sample["stages"][stage]
+        sample["stages"][stage] = row
+    else:
+        sample.setdefault("remeasured", {})[stage] = row
+    (base / "sample.json").write_text(json.dumps(sample, indent=2))
+    print(f"{fraction:.0%} {stage} again: {row}", flush=True)
+    return sample
+
+
+def sample_env(base: Path) -> dict:
+    return {
+        "INFRA_RAG_HOME": str(base / "home"),
+        "INFRA_RAG_CORPUS": str(base / "corpus"),
+        "DAGSTER_HOME": str(base / "dagster"),
+        "INFRA_RAG_ADAPT": "0",
+    }
 
 
 def newest_run(dagster_home: Path, version: str) -> str:
@@ -180,56 +219,6 @@ def measured_sample(corpus: Path, work: Path, fraction: float, args) -> dict:
     return build_sample(corpus, work, fraction, args.seed, args.through, args.resume)
 
 
-def growth_exponent(xs: list[float], ys: list[float]) -> float | None:
-    """Least-squares slope of log y on log x (None when fewer than two positive points)."""
-    points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y and y > 0]
-    if len(points) < 2:
-        return None
-    mx = sum(p[0] for p in points) / len(points)
-    my = sum(p[1] for p in points) / len(points)
-    var = sum((p[0] - mx) ** 2 for p in points)
-    return round(sum((p[0] - mx) * (p[1] - my) for p in points) / var, 2) if var else None
-
-
-def fit(samples: list[dict]) -> dict:
-    """Per stage: exponents of seconds and of peak RSS above the import baseline in pages, and the
-    10x/100x extrapolation (an exponent below 0, noise on a flat stage, extrapolates as 0)."""
-    pages = [s["pages"] for s in samples]
-    largest = samples[-1]  # samples are in growing order
-    fits = {}
-    for stage in largest["stages"]:
-        seconds = [s["stages"][stage]["seconds"] for s in samples]
-        rss = [max(s["stages"][stage]["peak_rss_mib"] - s["baseline_rss_mib"], 1) for s in samples]
-        b_time, b_rss = growth_exponent(pages, seconds), growth_exponent(pages, rss)
-        top = largest["stages"][stage]
-        fits[stage] = {
-            "seconds_exponent": b_time,
-            "rss_exponent": b_rss,
-            **{f"seconds_at_{k}x": round(top["seconds"] * k ** max(b_time or 0.0, 0.0), 1) for k in (10, 100)},
-            **{
-                f"peak_rss_mib_at_{k}x": round(largest["baseline_rss_mib"] + rss[-1] * k ** max(b_rss or 0.0, 0.0))
-                for k in (10, 100)
-            },
-        }
-    return fits
-
-
-def table(result: dict) -> str:
-    samples, fits = result["samples"], result["fits"]
-    head = " | ".join(f"s @ {s['pages']} p" for s in samples)
-    lines = [
-        f"| stage | {head} | b (time) | s @ 10x | s @ 100x | peak RSS MiB (100 %) | b (RSS) | RSS @ 100x |",
-        "|---|" + "---|" * (len(samples) + 6),
-    ]
-    for stage, f in fits.items():
-        secs = " | ".join(str(s["stages"][stage]["seconds"]) for s in samples)
-        lines.append(
-            f"| {stage} | {secs} | {f['seconds_exponent']} | {f['seconds_at_10x']} | {f['seconds_at_100x']} "
-            f"| {samples[-1]['stages'][stage]['peak_rss_mib']} | {f['rss_exponent']} | {f['peak_rss_mib_at_100x']} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(settings.corpus_dir()))
@@ -239,8 +228,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=38)
     parser.add_argument("--resume", action="store_true", help="reuse samples an earlier run finished in --work")
     parser.add_argument("--out", default=str(ROOT / "eval" / "results" / "scale_benchmark.json"))
+    parser.add_argument(
+        "--remeasure", metavar="STAGE", help="run STAGE again on each finished sample, its caches moved aside"
+    )
+    parser.add_argument("--replace", action="store_true", help="the re-measurement replaces the stage's row")
     args = parser.parse_args()
     work = Path(args.work)
+    if args.remeasure:
+        args.resume = True
+        for fraction in sorted(args.fractions):
+            remeasure(work, fraction, args.remeasure, args.replace)
     samples = [measured_sample(Path(args.corpus), work, f, args) for f in sorted(args.fractions)]
     result = {
         "started_from": "quick build (INFRA_RAG_ADAPT=0), one stage per process",
@@ -249,6 +246,11 @@ def main() -> None:
         "samples": samples,
         "fits": fit(samples),
     }
+    remeasured = {stage for s in samples for stage in s.get("remeasured", {})}
+    for stage in sorted(remeasured):
+        if all(stage in s.get("remeasured", {}) for s in samples):
+            again = [{**s, "stages": {stage: s["remeasured"][stage]}} for s in samples]
+            result.setdefault("fits_remeasured", {}).update(fit(again))
     out = Path(args.out)
     out.write_text(json.dumps(result, indent=2))
     write_plot(result, out.with_suffix(".svg"))
