@@ -157,28 +157,31 @@ def measure_stage(base: Path, env: dict, stage: str, sample: dict) -> dict:
 STAGE_CACHES = {"vectors": ("embedding_cache",), "eval_run": ("eval_cache", "generations", "judgings")}
 
 
-def remeasure(work: Path, fraction: float, stage: str, replace: bool) -> dict:
+def remeasure(
+    work: Path, fraction: float, stage: str, replace: bool, keep_caches: bool = False, name: str = ""
+) -> dict:
     """``stage`` again on a finished sample with its caches moved aside (the first time; later
     re-measurements drop the caches the previous one made), under ``remeasured`` in sample.json;
     with ``replace`` it becomes the stage's row (the first one kept as ``replaced``): for a row
     whose run reused cached results."""
     base = sample_dir(work, fraction)
     sample = json.loads((base / "sample.json").read_text())
-    for name in STAGE_CACHES.get(stage, ()):
-        cache, aside = base / "home" / name, base / "home" / f"{name}.before-remeasure"
+    for folder in () if keep_caches else STAGE_CACHES.get(stage, ()):
+        cache, aside = base / "home" / folder, base / "home" / f"{folder}.before-remeasure"
         if aside.exists():
             shutil.rmtree(cache, ignore_errors=True)
         elif cache.exists():
             cache.rename(aside)
     env = {**os.environ, **sample_env(base)}
     row = measure_stage(base, env, stage, sample)
-    row["code"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    row["code"] = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                                  text=True).stdout.strip()  # fmt: skip
+    row["caches"] = "kept" if keep_caches else "moved aside"
     if replace:
         sample.setdefault("replaced", {})[stage] = sample["stages"][stage]
         sample["stages"][stage] = row
     else:
-        sample.setdefault("remeasured", {})[stage] = row
+        sample.setdefault("remeasured", {})[name or stage] = row
     (base / "sample.json").write_text(json.dumps(sample, indent=2))
     print(f"{fraction:.0%} {stage} again: {row}", flush=True)
     return sample
@@ -232,13 +235,18 @@ def main() -> None:
         "--remeasure", metavar="STAGE", help="run STAGE again on each finished sample, its caches moved aside"
     )
     parser.add_argument("--replace", action="store_true", help="the re-measurement replaces the stage's row")
+    parser.add_argument("--keep-caches", action="store_true", help="re-measure with the stage's caches in place")
+    parser.add_argument("--as", dest="name", default="", help="record the re-measurement under this name")
     args = parser.parse_args()
     work = Path(args.work)
     if args.remeasure:
         args.resume = True
         for fraction in sorted(args.fractions):
-            remeasure(work, fraction, args.remeasure, args.replace)
-    samples = [measured_sample(Path(args.corpus), work, f, args) for f in sorted(args.fractions)]
+            remeasure(work, fraction, args.remeasure, args.replace, args.keep_caches, args.name)
+    if args.remeasure:  # the report covers every finished sample, not only those re-measured
+        samples = sorted((json.loads(p.read_text()) for p in work.glob("f*/sample.json")), key=lambda s: s["fraction"])
+    else:
+        samples = [measured_sample(Path(args.corpus), work, f, args) for f in sorted(args.fractions)]
     result = {
         "started_from": "quick build (INFRA_RAG_ADAPT=0), one stage per process",
         "cpu_count": os.cpu_count(),
@@ -246,10 +254,10 @@ def main() -> None:
         "samples": samples,
         "fits": fit(samples),
     }
-    remeasured = {stage for s in samples for stage in s.get("remeasured", {})}
-    for stage in sorted(remeasured):
-        if all(stage in s.get("remeasured", {}) for s in samples):
-            again = [{**s, "stages": {stage: s["remeasured"][stage]}} for s in samples]
+    remeasured = {name for s in samples for name in s.get("remeasured", {})}
+    for name in sorted(remeasured):
+        if all(name in s.get("remeasured", {}) for s in samples):
+            again = [{**s, "stages": {name: s["remeasured"][name]}} for s in samples]
             result.setdefault("fits_remeasured", {}).update(fit(again))
     out = Path(args.out)
     out.write_text(json.dumps(result, indent=2))
