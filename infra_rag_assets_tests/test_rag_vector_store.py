@@ -313,6 +313,15 @@ def test_operators_bound_the_in_process_scan(tmp_path, embedder, vectors, monkey
             VectorSearcher.open(db, "v1", embedder)
 
 
+def test_chunks_version_fed_in_batches_equals_the_whole_frame():
+    import polars as pl
+
+    from infra_rag_assets.rag.index.corpus_chunks import chunks_version, chunks_version_of
+
+    frame = pl.DataFrame({"chunk_id": [f"c{i}" for i in range(5)], "embed_hash": [f"e{i}" for i in range(5)]})
+    assert chunks_version_of([frame[:2], frame[2:]]) == chunks_version(frame.reverse())
+
+
 def test_rows_hash_fed_in_batches_equals_the_whole_hash():
     rows = [(f"c{i}", f"h{i}") for i in range(7)]
     digest = StableRowsHash("weights")

@@ -71,6 +71,28 @@ def test_chunk_batches_page_through_every_chunk_once_in_order(warehouse, rows):
     assert list(warehouse.chunk_batches("v2")) == []
 
 
+def test_document_batches_and_chunk_reports(warehouse):
+    batches = list(warehouse.document_batches("v1", ("doc_id",), rows=2))
+    assert [b["doc_id"].to_list() for b in batches] == [["k:a", "k:b"], ["k:c"]]
+    assert sorted(warehouse.chunk_summary("v1")["chars"].to_list()) == [2, 2, 2]
+    assert warehouse.chunk_preview("v1", limit=2)["chunk_id"].to_list() == ["c1", "c2"]
+
+
+def test_partition_replaced_from_batches_in_one_swap(warehouse):
+    def frames(fail_after: int | None = None):
+        for i in range(3):
+            if fail_after is not None and i == fail_after:
+                raise RuntimeError("chunking failed")
+            yield pl.DataFrame({"chunk_id": [f"n{i}"], "doc_id": ["k:a"], "ordinal": [i], "text": [f"new {i}"]})
+
+    with pytest.raises(RuntimeError):
+        warehouse.replace_partition_batches("chunks", "v1", frames(fail_after=2))
+    assert warehouse.chunks_of("v1")["chunk_id"].to_list() == ["c1", "c2", "c3"]  # the old rows stay
+    assert warehouse.replace_partition_batches("chunks", "v1", frames()) == 3
+    assert warehouse.chunks_of("v1")["chunk_id"].to_list() == ["n0", "n1", "n2"]
+    assert not [t for t in warehouse.rows("SHOW TABLES") if t[0].startswith("_staging_")]  # staging dropped
+
+
 def test_version_and_eval_reads(warehouse):
     info = warehouse.version_info("v1")
     assert (info["created_by"], info["config_hash"], info["sources_fingerprint"]) == ("test", "hash-v1", "fp-v1")

@@ -5,12 +5,13 @@ import numpy as np
 import polars as pl
 
 from ...rag.index.config import BuildSettings
-from ...rag.index.corpus_chunks import chunk_documents, chunks_version
+from ...rag.index.corpus_chunks import chunk_document_batches, chunks_version_of
 from ..partitions import index_version
 from ..reporting import log_progress, md_table
 from ..resources import DataHomeResource
 
 TOKEN_BINS = [32, 64, 128, 192, 256]
+DOCUMENT_BATCH_ROWS = 256  # documents chunked and written per batch (their text and chunks in memory)
 
 
 @dg.asset(
@@ -30,28 +31,30 @@ def chunks(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Mat
     version = context.partition_key
     warehouse = store.data_home().warehouse()
     config = BuildSettings.from_dict(warehouse.version_config(version) or {})
-    docs = warehouse.documents_of(version, order_by=("doc_id",))
-    if docs.is_empty():
+    total = warehouse.row_count("documents", version)
+    if not total:
         raise dg.Failure(f"no documents for {version}: materialize documents first")
     counter = HFTokenCounter.from_model_path(resolve_model_path(config.model_id))
     truncated: list[str] = []
-    frame = chunk_documents(
-        docs.iter_rows(named=True),
+    batches = chunk_document_batches(  # a batch of documents at a time: memory is one batch, not the version
+        (batch.iter_rows(named=True) for batch in warehouse.document_batches(version, rows=DOCUMENT_BATCH_ROWS)),
         counter,
         config.chunking,
+        total,
         progress=log_progress(context, "chunked documents", 250),
         truncated=truncated,
     )
+    rows = warehouse.replace_partition_batches("chunks", version, batches)
     if truncated:
         context.log.warning(
             f"{len(truncated)} documents stopped at {config.chunking.max_chunks} chunks: " + ", ".join(truncated[:5])
         )
-    rows = warehouse.replace_partition("chunks", version, frame)
+    summary = warehouse.chunk_summary(version)  # no text: a few numbers per chunk
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
             "chunks_by_project": md_table(
-                frame.group_by("project")
+                summary.group_by("project")
                 .agg(
                     pl.len().alias("chunks"),
                     pl.col("token_count").mean().round(1).alias("mean_tokens"),
@@ -59,13 +62,16 @@ def chunks(context: dg.AssetExecutionContext, store: DataHomeResource) -> dg.Mat
                 )
                 .sort("project")
             ),
-            "token_histogram": md_table(token_histogram(frame)),
-            "max_chunk_chars": int(frame["text"].str.len_chars().max() or 0),
+            "token_histogram": md_table(token_histogram(summary)),
+            "max_chunk_chars": int(summary["chars"].max() or 0),
             "truncated_documents": md_table(pl.DataFrame({"doc_id": truncated}, schema={"doc_id": pl.String}), 20),
             "chunk_settings": dg.MetadataValue.json(config.to_dict()["chunking"]),
-            "preview": md_table(frame.select("chunk_id", "doc_id", "section_path", "token_count", "text"), 10),
+            "preview": md_table(warehouse.chunk_preview(version), 10),
+            "documents_per_batch": DOCUMENT_BATCH_ROWS,
         },
-        data_version=dg.DataVersion(chunks_version(frame)),
+        data_version=dg.DataVersion(
+            chunks_version_of(warehouse.chunk_batches(version, ("chunk_id", "embed_hash"), rows=65_536))
+        ),
     )
 
 

@@ -96,11 +96,14 @@ def _canonical(value: object) -> str:
 
 
 class StableRowsHash:
-    """``stable_hash([head, rows])`` fed a batch of rows at a time: the same digest, without
-    holding every row (rows are sequences, serialised as JSON lists)."""
+    """``stable_hash([head, rows])`` (or ``stable_hash(rows)`` without a head) fed a batch of rows
+    at a time: the same digest without holding every row (rows serialise as JSON lists)."""
 
-    def __init__(self, head: object) -> None:
-        self._digest = hashlib.sha256(f"[{_canonical(head)},[".encode())
+    _NO_HEAD = object()
+
+    def __init__(self, head: object = _NO_HEAD) -> None:
+        self._headed = head is not StableRowsHash._NO_HEAD
+        self._digest = hashlib.sha256(f"[{_canonical(head)},[".encode() if self._headed else b"[")
         self._empty = True
 
     def add(self, rows) -> None:
@@ -110,7 +113,7 @@ class StableRowsHash:
 
     def hexdigest(self, length: int = 64) -> str:
         final = self._digest.copy()
-        final.update(b"]]")
+        final.update(b"]]" if self._headed else b"]")
         return final.hexdigest()[:length]
 
 

@@ -8,13 +8,13 @@ is prepended for embedding and indexing only; ``text`` is always the exact slice
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import polars as pl
 
 from ..ingest.models import STATUS_OK, PageSpan, Section
 from .chunking import ChunkerSettings, chunk_document, chunk_id, context_line, is_truncated
-from .config import ChunkSettings, stable_hash
+from .config import ChunkSettings, StableRowsHash, stable_hash
 from .embedding import text_hash
 from .tokens import TokenCounter
 
@@ -66,14 +66,31 @@ def chunk_documents(
 ) -> pl.DataFrame:
     """Chunk every ``ok`` document (duplicates and failures are not indexed).
     ``truncated`` collects the doc ids that stopped at ``max_chunks``."""
-    docs = [d for d in docs if d["status"] == STATUS_OK]
-    config = chunker_config(settings)
-    rows: list[dict] = []
-    for i, doc in enumerate(docs, 1):
-        rows.extend(_document_chunks(doc, counter, config, settings.context_line, truncated))
-        if progress:
-            progress(i, len(docs))
-    return pl.DataFrame(rows, schema=CHUNK_SCHEMA)
+    docs = list(docs)
+    batches = chunk_document_batches([docs], counter, settings, len(docs), progress, truncated)
+    return pl.concat([*batches, pl.DataFrame(schema=CHUNK_SCHEMA)])
+
+
+def chunk_document_batches(
+    batches: Iterable[Iterable[dict]],
+    counter: TokenCounter,
+    settings: ChunkSettings,
+    total: int,
+    progress: Callable[[int, int], None] | None = None,
+    truncated: list[str] | None = None,
+) -> Iterator[pl.DataFrame]:
+    """``chunk_documents`` a batch of documents at a time: one chunk frame per batch, so the
+    chunks stage holds a batch, not the version. ``total`` is the documents' count (progress)."""
+    config, done = chunker_config(settings), 0
+    for batch in batches:
+        rows: list[dict] = []
+        for doc in batch:
+            done += 1
+            if doc["status"] == STATUS_OK:
+                rows.extend(_document_chunks(doc, counter, config, settings.context_line, truncated))
+            if progress:
+                progress(done, total)
+        yield pl.DataFrame(rows, schema=CHUNK_SCHEMA)
 
 
 def _document_chunks(
@@ -135,3 +152,12 @@ def _cite_url(url: str, anchor: str, pages: tuple[int, ...]) -> str:
 def chunks_version(frame: pl.DataFrame) -> str:
     """Rolls up every chunk's id and embedded-text hash: moves when any chunk or context moves."""
     return stable_hash(frame.select("chunk_id", "embed_hash").sort("chunk_id").rows(), 16)
+
+
+def chunks_version_of(batches: Iterable[pl.DataFrame]) -> str:
+    """``chunks_version`` of a version's (chunk_id, embed_hash) rows read in chunk-id order, a
+    batch at a time (``Warehouse.chunk_batches``)."""
+    digest = StableRowsHash()
+    for batch in batches:
+        digest.add(batch.select("chunk_id", "embed_hash").rows())
+    return digest.hexdigest(16)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -136,6 +137,39 @@ class Warehouse(WarehouseReads):
         for table, added in ADDED_COLUMNS.items():  # warehouse files made before these columns
             for column in added:
                 con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}")
+
+    def replace_partition_batches(self, table: str, version: str, frames: Iterable[pl.DataFrame]) -> int:
+        """``replace_partition`` fed a batch at a time: batches land in a staging table (a short
+        write each, so other writers are not held up for the whole stage), then one transaction
+        swaps the version's rows for them; a failure leaves the version's old rows in place."""
+        staging = f"_staging_{table}_{uuid.uuid4().hex[:12]}"
+        rows = 0
+        try:
+            with self.connect() as con:
+                con.execute(f"CREATE TABLE {staging} AS SELECT * FROM {table} LIMIT 0")
+            for frame in frames:
+                if "index_version" not in frame.columns:
+                    frame = frame.with_columns(pl.lit(version).alias("index_version"))
+                arrow = frame.to_arrow()
+                if arrow.num_rows:
+                    with self.connect() as con:
+                        con.register("incoming", arrow)
+                        con.execute(f"INSERT INTO {staging} BY NAME SELECT * FROM incoming")
+                        con.unregister("incoming")
+                    rows += arrow.num_rows
+            with self.connect() as con:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    con.execute(f"DELETE FROM {table} WHERE index_version = ?", [version])
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {staging}")
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+        finally:
+            with self.connect() as con:
+                con.execute(f"DROP TABLE IF EXISTS {staging}")
+        return rows
 
     def replace_partition(self, table: str, version: str, frame: pl.DataFrame) -> int:
         """Atomically swap ``table``'s rows for ``version`` with ``frame`` (columns by name)."""

@@ -28,20 +28,43 @@ class WarehouseReads:
         return self._of("chunks", version, columns, order_by)
 
     def chunk_batches(self, version: str, columns: Sequence[str] = ("*",), rows: int = 8192) -> Iterator[pl.DataFrame]:
-        """``version``'s chunk rows in chunk-id order, ``rows`` at a time: keyset pages, each its
-        own short query, so no connection stays open between batches (writers are not held up)."""
+        """``version``'s chunk rows in chunk-id order, ``rows`` at a time."""
+        return self._batches("chunks", "chunk_id", version, columns, rows)
+
+    def document_batches(
+        self, version: str, columns: Sequence[str] = ("*",), rows: int = 256
+    ) -> Iterator[pl.DataFrame]:
+        """``version``'s page records (every status) in doc-id order, ``rows`` at a time."""
+        return self._batches("documents", "doc_id", version, columns, rows)
+
+    def _batches(self, table: str, key: str, version: str, columns: Sequence[str], rows: int) -> Iterator[pl.DataFrame]:
+        """Keyset pages of a version's rows, each its own short query, so no connection stays
+        open between batches (writers are not held up) and memory is one batch."""
         selected, last = ", ".join(columns), None
         while True:
-            after = "" if last is None else " AND chunk_id > ?"
+            after = "" if last is None else f" AND {key} > ?"
             frame = self.frame(
-                f"SELECT {selected} FROM chunks WHERE index_version = ?{after} ORDER BY chunk_id LIMIT {int(rows)}",
+                f"SELECT {selected} FROM {table} WHERE index_version = ?{after} ORDER BY {key} LIMIT {int(rows)}",
                 [version] if last is None else [version, last],
             )
             if frame.height:
                 yield frame
             if frame.height < rows:
                 return
-            last = frame["chunk_id"][-1]
+            last = frame[key][-1]
+
+    def chunk_summary(self, version: str) -> pl.DataFrame:
+        """One row per chunk without its text (project, token count, characters): for reports."""
+        return self.frame(
+            "SELECT project, token_count, length(text) AS chars FROM chunks WHERE index_version = ?", [version]
+        )
+
+    def chunk_preview(self, version: str, limit: int = 10) -> pl.DataFrame:
+        return self.frame(
+            "SELECT chunk_id, doc_id, section_path, token_count, text FROM chunks WHERE index_version = ? "
+            f"ORDER BY chunk_id LIMIT {int(limit)}",
+            [version],
+        )
 
     def documents_of(self, version: str, columns: Sequence[str] = ("*",), order_by: Sequence[str] = ()) -> pl.DataFrame:
         """``version``'s page records (every status)."""
