@@ -176,7 +176,7 @@ def remeasure(
     row = measure_stage(base, env, stage, sample)
     row["code"] = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                                  text=True).stdout.strip()  # fmt: skip
-    row["caches"] = "kept" if keep_caches else "moved aside"
+    row["caches"] = "kept" if keep_caches else ("moved aside" if stage in STAGE_CACHES else "none")
     if replace:
         sample.setdefault("replaced", {})[stage] = sample["stages"][stage]
         sample["stages"][stage] = row

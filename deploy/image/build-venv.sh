@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builder stage of deploy/Dockerfile: the project's wheel, installed with its locked
-# dependencies, the CPU torch and the postgres extra into the venv $1. Fails if a CUDA torch
+# dependencies, the CPU torch and the postgres, docker and k8s extras into the venv $1. Fails if a CUDA torch
 # (or any nvidia-* package) got in.
 set -eu
 venv="$1"
@@ -20,7 +20,7 @@ fi
 # 2. the project's wheel (not an editable checkout), then the README's install command on it.
 "$pip" wheel --no-deps --wheel-dir /tmp/dist /src
 wheel=$(ls /tmp/dist/infra_rag_assets-*.whl)
-"$pip" install -c /src/requirements.lock 'torch==2.13.0' "${wheel}[postgres]"
+"$pip" install -c /src/requirements.lock 'torch==2.13.0' "${wheel}[postgres,docker,k8s]"
 
 # 3. what the image must not carry.
 "$venv/bin/python" -c "import torch, sys; sys.exit(f'CUDA torch {torch.__version__}' if torch.version.cuda else 0)"
