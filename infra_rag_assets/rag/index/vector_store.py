@@ -225,16 +225,14 @@ def embed_batches(
     from .embedding_cache import embed_with_cache
 
     digest = StableRowsHash(embedder.weights_hash)
-    counts = {"hits": 0, "misses": 0, "seconds": 0.0}
+    per_batch: list[CacheStats] = []
 
     def embedded() -> Iterator[tuple[pa.Table, np.ndarray]]:
         done = 0
         for frame in batches:
             texts = [embed_input(c, t) for c, t in zip(frame["context"], frame["text"])]
             matrix, stats = embed_with_cache(embedder, cache, texts, batch_size=batch_size)
-            counts["hits"] += stats.hits
-            counts["misses"] += stats.misses
-            counts["seconds"] += stats.seconds_embedding
+            per_batch.append(stats)
             digest.add(frame.select("chunk_id", "embed_hash").rows())
             done += frame.height
             if progress is not None:
@@ -242,5 +240,9 @@ def embed_batches(
             yield frame.to_arrow(), matrix
 
     table = write_vector_batches(db_uri, version, embedded(), embedder.info)
-    stats = CacheStats(hits=counts["hits"], misses=counts["misses"], seconds_embedding=counts["seconds"])
+    stats = CacheStats(
+        hits=sum(s.hits for s in per_batch),
+        misses=sum(s.misses for s in per_batch),
+        seconds_embedding=sum(s.seconds_embedding for s in per_batch),
+    )
     return VectorBuild(table, stats, digest.hexdigest(16))
