@@ -92,7 +92,7 @@ def vectors(
     )
 
 
-def expected_model_hash(store: DataHomeResource, version: str, config: BuildSettings, frame=None) -> tuple[str, str]:
+def expected_model_hash(store: DataHomeResource, version: str, config: BuildSettings) -> tuple[str, str]:
     """(weights hash, model id) ``version`` must be embedded with: the configured base model's, or
     the adapted model's from its training record ("" when unknown: the base model could not be
     hashed at registration)."""
@@ -101,7 +101,7 @@ def expected_model_hash(store: DataHomeResource, version: str, config: BuildSett
     from ...rag.adapt.finetune import TRAINING_JSON
     from ...rag.adapt.version_model import model_for_version
 
-    model = model_for_version(store.data_home(), version, config, frame)
+    model = model_for_version(store.data_home(), version, config)
     if not model.adapted:
         return config.model_hash, model.model_id
     record = model.directory(store.data_home()) / TRAINING_JSON

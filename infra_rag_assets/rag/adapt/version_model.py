@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..index.config import AdaptRecipe, BuildSettings
-from ..index.corpus_chunks import chunks_version
+from ..index.corpus_chunks import chunks_version_of
 from ..operate.home import DataHome
 
 
@@ -32,7 +32,7 @@ class VersionModel:
         return home.cache("model").path(self.key)
 
 
-def model_for_version(home: DataHome, version: str, config: BuildSettings, frame=None) -> VersionModel:
+def model_for_version(home: DataHome, version: str, config: BuildSettings) -> VersionModel:
     """Which model embeds ``version``: the base model, or the content-addressed adapted one."""
     from ..index.embedding import resolve_model_path, weights_hash
     from .finetune import MODEL_SUBDIR
@@ -41,9 +41,9 @@ def model_for_version(home: DataHome, version: str, config: BuildSettings, frame
     recipe = config.adaptation
     if recipe is None:
         return VersionModel(model_id=config.model_id, adapted=False)
-    frame = home.warehouse().chunks_of(version, ("chunk_id", "embed_hash")) if frame is None else frame
+    ids = home.warehouse().chunk_batches(version, ("chunk_id", "embed_hash"), rows=65_536)
     lineage = {
-        "chunks_version": chunks_version(frame),
+        "chunks_version": chunks_version_of(ids),  # a batch at a time, not the version's frame
         "train_data_hash": train_data_hash(recipe.train_split),
         "base_weights_hash": weights_hash(resolve_model_path(config.model_id)),
         "descriptions_hash": descriptions_hash(_descriptions(home, version)),
