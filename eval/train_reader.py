@@ -1,13 +1,13 @@
-"""Train a span reader outside the asset graph on a built version, to compare recipes by their
+"""Train a sentence reader outside the asset graph on a built version, to compare recipes by their
 dev-page numbers (the pages held out of training; nothing from the eval split is read).
 
 The examples are the ones ``answer_reader`` makes (the k8s TRAIN split's reference answers
-located in the version's chunks, plus "no answer here" chunks); the recipe's defaults are
+placed at their page's sentence, with a same-page hard negative); the recipe's defaults are
 ``ReaderRecipe``'s, each flag overrides one field. Prints the dev report and training seconds;
 the folder it writes is what ``eval.bench_reader --reader`` reads.
 
     INFRA_RAG_HOME=<home> python -m eval.train_reader --out /tmp/reader-r2 [--version V | --chunks F.json] \
-        [--max-examples 0] [--epochs 2] [--layers 3] [--lr 1e-4] [--train-chars 500]
+        [--max-examples 0] [--epochs 1] [--lr 5e-5] [--batch-size 32]
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ def main() -> None:
         chunks = warehouse.chunks_of(version, ("chunk_id", "doc_id", "text")).to_dicts()
     started = time.perf_counter()
     rows = load_train_rows(default_train_split())
-    made = build_examples(rows, chunks, negatives_per_positive=recipe.negatives_per_positive, seed=recipe.seed)
+    made = build_examples(rows, chunks, seed=recipe.seed)
     print(f"{version}: examples {made.composition} in {time.perf_counter() - started:.0f} s", flush=True)
 
     def progress(step: int, total: int, loss: float) -> None:
         if step % 25 == 0 or step == total:
             print(f"step {step}/{total} loss {loss:.3f} ({time.perf_counter() - started:.0f} s)", flush=True)
 
-    record = train_reader(resolve_model_path(model_id), made.examples, args.out, recipe, progress=progress)
+    record = train_reader(resolve_model_path(model_id), made.questions, args.out, recipe, progress=progress)
     print(json.dumps({"recipe": record["recipe"], "training": record["training"], "dev": record["dev"]}, indent=1))
 
 

@@ -1,8 +1,8 @@
-"""The reader (rag/answer/reader*.py): span location, decoding, abstention and bad inputs.
+"""The reader (rag/answer/reader*.py): answer placement, candidate sentences, abstention, bad inputs.
 
-The model tests use the real bundled MiniLM with one encoder layer, trained for a few steps on
-hand-written examples: they prove the plumbing (targets, decoding, calibration record, exact
-citations, bounds), not quality, which eval/bench_reader.py measures.
+The model tests use the real bundled MiniLM, tuned for a few steps on hand-written examples:
+they prove the plumbing (examples, calibration record, exact citations, bounds), not quality,
+which eval/bench_reader.py measures.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from infra_rag_assets.rag.answer.answerers import ANSWERERS, resolve_answerer
 from infra_rag_assets.rag.answer.generate import answer
 from infra_rag_assets.rag.answer.prompts import ABSTENTION
 from infra_rag_assets.rag.answer.reader import Reader, ScoredSpan, answer_reader, pick_spans
-from infra_rag_assets.rag.answer.reader_data import build_examples, locate_answer, split_by_page, token_f1
-from infra_rag_assets.rag.answer.reader_model import Span, decode
+from infra_rag_assets.rag.answer.reader_data import build_examples, page_sentences, split_by_page, token_f1
+from infra_rag_assets.rag.answer.reader_model import Span, candidate_spans
 from infra_rag_assets.rag.answer.reader_training import READER_JSON, ReaderRecipe, train_reader
 from infra_rag_assets.rag.index.embedding import resolve_model_path
 
@@ -49,46 +48,35 @@ class Passage:
     end_char: int = 0
 
 
-def test_locate_answer_exact_then_fuzzy_then_not_at_all():
-    start, end, how, f1 = locate_answer("The default value of maxSurge is 25%.", DEPLOY)
-    assert (how, f1) == ("exact", 1.0) and DEPLOY[start:end] == "The default value of maxSurge is 25%"
-    start, end, how, f1 = locate_answer("It provides declarative updates for Pods.", DEPLOY)
-    assert how == "fuzzy" and 0.5 <= f1 < 1 and DEPLOY[start:end].startswith("provides declarative updates")
-    assert locate_answer("Kubelets gossip over QUIC tunnels.", DEPLOY) is None
-    assert locate_answer("", DEPLOY) is None
-
-
-def test_examples_count_what_could_not_be_located_and_add_negatives():
+def test_examples_place_answers_at_sentences_and_count_the_rest():
     chunks = [{"doc_id": "kubernetes:deploy", "text": DEPLOY}, {"doc_id": "kubernetes:svc", "text": SERVICE}]
     rows = [
-        {"question": "What is the default maxSurge?", "answer": "25%", "source_page": "deploy"},
-        {"question": "Which type exposes the frontend?", "answer": "LoadBalancer", "source_page": "svc"},
+        {"question": "What is the default maxSurge of a Deployment?", "answer": "The default maxSurge is 25%.",
+         "source_page": "deploy"},
+        {"question": "Which Service type exposes the frontend?", "answer": "Type LoadBalancer exposes the frontend.",
+         "source_page": "svc"},
         {"question": "What does etcd store?", "answer": "Cluster state.", "source_page": "etcd"},
         {"question": "What gossips?", "answer": "Kubelets gossip over QUIC.", "source_page": "deploy"},
-    ]
-    made = build_examples(rows, chunks, negatives_per_positive=1.0)
-    comp = made.composition
-    assert comp["exact"] == 2 and comp["negative"] == 2
-    assert comp["unlocated_page_not_in_corpus"] == 1 and comp["unlocated_below_alignment_floor"] == 1
-    for e in made.examples:
-        if e.start >= 0:
-            assert e.passage[e.start : e.end] in ("25%", "LoadBalancer")
-        else:  # a negative comes from another page than its question's
-            assert e.passage != (DEPLOY if e.doc_id == "kubernetes:deploy" else SERVICE)
-    train, dev = split_by_page(made.examples, 0.5, 1)
-    assert train and dev and not {e.doc_id for e in train} & {e.doc_id for e in dev}
+        {"question": "What is empty?", "answer": " . ", "source_page": "deploy"},
+    ]  # fmt: skip
+    made = build_examples(rows, chunks)
+    assert made.composition == {"placed": 2, "with_hard_negative": 2, "unplaced_page_not_in_corpus": 1,
+                                "unplaced_below_sentence_floor": 1, "unplaced_empty_answer": 1}  # fmt: skip
+    deploy, svc = made.questions
+    assert deploy.sentences[deploy.positive] == "The default value of maxSurge is 25%."
+    assert svc.sentences[svc.positive].startswith("A Service of type LoadBalancer")
+    # the hard negative shares the question's words, not the answer's
+    assert svc.sentences[svc.negative].startswith("Type ClusterIP")
+    assert token_f1(deploy.sentences[deploy.negative], deploy.answer) <= 0.2
+    train, dev = split_by_page(made.questions, 0.5, 1)
+    assert train and dev and not {q.doc_id for q in train} & {q.doc_id for q in dev}
 
 
-def test_decode_respects_the_span_bound_and_the_null_margin():
-    start = np.array([5.0, 0.0, 4.0, 0.0, 0.0, 0.0])
-    end = np.array([5.0, 0.0, 0.0, 0.0, 3.0, 0.0])
-    offsets = [(0, 0), (0, 3), (4, 8), (9, 12), (13, 17), (0, 0)]
-    segments = [None, 1, 1, 1, 1, None]
-    best = decode(start, end, offsets, segments, passage=0, max_tokens=3, top=3)[0]
-    assert (best.start, best.end) == (4, 17) and best.margin == pytest.approx(7.0 - 10.0)
-    short = decode(start, end, offsets, segments, passage=0, max_tokens=2, top=3)[0]
-    assert short.end - short.start < 13  # 3 tokens no longer fit
-    assert decode(start, end, offsets, [None] * 6, passage=0, max_tokens=3) == []
+def test_candidates_are_exact_prose_sentences():
+    texts = [DEPLOY, "## Heading\n\n```\nkubectl get pods\n```\nOk.\n", ""]
+    found = candidate_spans(texts)
+    assert [DEPLOY[s.start : s.end] for s in found] == page_sentences([DEPLOY])
+    assert all(s.passage == 0 for s in found)  # code, headings and tiny leftovers are not answers
 
 
 def test_pick_spans_floors_and_lists():
@@ -120,14 +108,25 @@ def test_registry_names_one_default(monkeypatch):
 def tiny_reader(tmp_path_factory) -> Path:
     chunks = [{"doc_id": f"kubernetes:p{i}", "text": t} for i, t in enumerate([DEPLOY, SERVICE] * 6)]
     rows = [
-        {"question": "What is the default value of maxSurge?", "answer": "25%", "source_page": "p0"},
-        {"question": "Which Service type exposes the frontend?", "answer": "LoadBalancer", "source_page": "p1"},
-    ] * 8
+        {
+            "question": "What is the default value of maxSurge?",
+            "answer": "The default maxSurge is 25%.",
+            "source_page": f"p{2 * i}",
+        }
+        for i in range(6)
+    ] + [
+        {
+            "question": "Which Service type exposes the frontend?",
+            "answer": "A LoadBalancer Service exposes it.",
+            "source_page": f"p{2 * i + 1}",
+        }
+        for i in range(6)
+    ]
     made = build_examples(rows, chunks)
-    recipe = ReaderRecipe(layers=1, batch_size=8, max_examples=0, dev_share=0.3, train_chars=300)
+    recipe = ReaderRecipe(batch_size=8, max_examples=0, dev_share=0.3)
     target = tmp_path_factory.mktemp("reader") / "r"
-    record = train_reader(resolve_model_path("all-MiniLM-L6-v2"), made.examples, target, recipe)
-    assert record["training"]["steps"] >= 1 and "dev_span_f1" in record["dev"]
+    record = train_reader(resolve_model_path("all-MiniLM-L6-v2"), made.questions, target, recipe)
+    assert record["training"]["steps"] >= 1 and "dev_sentence_f1" in record["dev"]
     return target
 
 

@@ -182,13 +182,13 @@ def answer(obj, question, version, config, k, offline, answerer, explain, as_jso
 
 
 def _print_spans(reply) -> None:
-    """The reader's span, its calibrated score and the runner-up spans (``--explain``)."""
+    """The reader's sentence, its calibrated score and the runner-up sentences (``--explain``)."""
     if not reply.candidates:
         return
-    out.print("\n[bold]Reader spans[/] (calibrated P(answer), margin over no-answer)")
+    out.print("\n[bold]Reader sentences[/] (calibrated P(answer), cosine to the question)")
     for i, c in enumerate(reply.candidates):
         mark = "→" if i == 0 and reply.short_answer else " "
-        out.print(f" {mark} [{c['passage_number']}] {c['probability']:.3f} ({c['margin']:+.2f})  {c['text'][:160]}",
+        out.print(f" {mark} [{c['passage_number']}] {c['probability']:.3f} ({c['score']:+.2f})  {c['text'][:160]}",
                   highlight=False)  # fmt: skip
 
 

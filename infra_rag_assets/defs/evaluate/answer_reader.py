@@ -1,9 +1,9 @@
-"""answer_reader: the span reader the offline answerer uses, trained here per corpus (no hub download).
+"""answer_reader: the sentence reader the offline answerer uses, trained here per corpus (no hub download).
 
 chunks → answer_reader → eval_run. Examples come from the version's chunks and the k8s TRAIN split
-(``rag/answer/reader_data.py``: each reference answer located in a chunk of its page, plus "no
-answer here" chunks of other pages); the packaged MiniLM encoder gets a start/end span head,
-is trained and calibrated on held-out pages (``rag/answer/reader_training.py``) into
+(``rag/answer/reader_data.py``: each reference answer placed at the sentence of its page that
+holds it, against a same-page sentence that only shares the question's words); the packaged
+MiniLM encoder is tuned on them and calibrated on held-out pages (``rag/answer/reader_training.py``) into
 ``<home>/readers/<key>/``, where ``key`` hashes every input by content, so an unchanged rebuild
 trains nothing. The version's serving snapshot gets a pointer to it, which the CLI, the service
 and the eval run load (``rag/answer/answerers.py``).
@@ -34,7 +34,6 @@ class AnswerReaderConfig(dg.Config):
         default_factory=lambda: settings.reader_examples(_recipe_default("max_examples")),
         description="train + dev examples, 0 = all (env INFRA_RAG_READER_EXAMPLES, else the recipe's default)",
     )
-    layers: int = Field(default_factory=lambda: _recipe_default("layers"), description="MiniLM layers kept")
     epochs: int = Field(default_factory=lambda: _recipe_default("epochs"), description="passes over the examples")
 
 
@@ -44,10 +43,11 @@ class AnswerReaderConfig(dg.Config):
     group_name="evaluation",
     kinds={"pytorch"},
     owners=["team:search-platform"],
-    description="The span reader the offline answerer uses: MiniLM with a start/end head trained on the k8s "
-    "train split's reference answers located in the version's chunks, against other pages' chunks as "
-    "'no answer here'; the null-vs-span margin is Platt-calibrated on held-out pages so abstention is a "
-    "probability floor; content-addressed under <home>/readers/<key>/, reused when the inputs are unchanged.",
+    description="The sentence reader the offline answerer uses: MiniLM tuned to put each k8s train-split "
+    "question next to the sentence of its page that holds the reference answer, against same-page "
+    "sentences that only share the question's words; the top sentence's score is Platt-calibrated on "
+    "held-out pages so abstention is a probability floor; content-addressed under <home>/readers/<key>/, "
+    "reused when the inputs are unchanged.",
 )
 def answer_reader(
     context: dg.AssetExecutionContext, config: AnswerReaderConfig, store: DataHomeResource
@@ -61,22 +61,22 @@ def answer_reader(
     inputs = training_inputs(context, store)
     home, version, chunks, base, lineage = inputs.home, inputs.version, inputs.chunks, inputs.base, inputs.lineage
     train_split = inputs.train_split
-    recipe = ReaderRecipe(max_examples=config.max_examples, layers=config.layers, epochs=config.epochs)
+    recipe = ReaderRecipe(max_examples=config.max_examples, epochs=config.epochs)
     key = reader_key(recipe, **lineage)
     target = home.cache("readers").path(key)
     reused = (target / READER_JSON).is_file()
     if not reused:
         started = time.perf_counter()
         rows = load_train_rows(train_split) if lineage["train_data_hash"] else []
-        made = build_examples(rows, chunks, negatives_per_positive=recipe.negatives_per_positive, seed=recipe.seed)
+        made = build_examples(rows, chunks, seed=recipe.seed)
         context.log.info(f"reader examples {made.composition} in {time.perf_counter() - started:.1f}s")
-        if not any(e.start >= 0 for e in made.examples):  # offline answers stay extractive
-            context.log.warning(f"no train answer located in {version}'s chunks: {made.composition}; no reader")
+        if len({q.doc_id for q in made.questions}) < 2:  # offline answers stay extractive
+            context.log.warning(f"train answers placed on < 2 pages of {version}: {made.composition}; no reader")
             return dg.MaterializeResult(metadata={"key": key, "trained": False,
                                                   "composition": dg.MetadataValue.json(made.composition)},
                                         data_version=dg.DataVersion("no-reader"))  # fmt: skip
         target.parent.mkdir(parents=True, exist_ok=True)
-        train_reader(base, made.examples, target, recipe, device=hardware.torch_device,
+        train_reader(base, made.questions, target, recipe, device=hardware.torch_device,
                      progress=training_progress(context, "reader training"),
                      extra={"key": key, "composition": made.composition,
                             "seconds_examples": round(time.perf_counter() - started, 1),
@@ -84,7 +84,8 @@ def answer_reader(
     record = json.loads((target / READER_JSON).read_text())
     write_reader_pointer(home, version, key, {"trained_weights_hash": record["trained_weights_hash"]})
     dev, training = record.get("dev", {}), record.get("training", {})
-    numbers = {name: dev.get(name) for name in ("dev_span_f1", "dev_span_exact", "dev_margin_auroc",
+    numbers = {name: dev.get(name) for name in ("dev_sentence_f1", "dev_extractive_f1", "dev_right_share",
+                                                 "dev_answerable_auroc", "dev_answered_share", "dev_refused_share",
                                                  "dev_calibration_ece")}  # fmt: skip
     return dg.MaterializeResult(
         metadata={
@@ -92,7 +93,7 @@ def answer_reader(
             "key": key,
             "reused_existing": reused,
             "train_examples": record.get("train_examples", 0),
-            "dev_examples": dev.get("dev_examples", 0),
+            "dev_questions": dev.get("dev_questions", 0),
             "composition": dg.MetadataValue.json(record.get("composition", {})),
             "recipe": dg.MetadataValue.json(record.get("recipe", {})),
             "device": record.get("device", ""),
