@@ -77,6 +77,9 @@ def test_candidates_are_exact_prose_sentences():
     found = candidate_spans(texts)
     assert [DEPLOY[s.start : s.end] for s in found] == page_sentences([DEPLOY])
     assert all(s.passage == 0 for s in found)  # code, headings and tiny leftovers are not answers
+    # a chunk boundary cuts the first and last sentences short: neither is stated as an answer
+    cut = "rolling update proceeds in steps. A Deployment runs Pods. In Kubernetes, a Secret is an object that"
+    assert [cut[s.start : s.end] for s in candidate_spans([cut])] == ["A Deployment runs Pods."]
 
 
 def test_pick_spans_floors_and_lists():

@@ -21,7 +21,8 @@ from ..index.embedding import offline_models
 from .extractive import sentence_spans
 from .reader_data import MIN_SENTENCE_CHARS
 
-MODEL_DIR = "model"  # the tuned sentence-transformers directory inside a reader folder
+MODEL_DIR = "model"
+_CLOSERS = set(".!?:;)]`'\"*")  # the tuned sentence-transformers directory inside a reader folder
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,21 @@ class Span:
 
 
 def candidate_spans(texts: Sequence[str]) -> list[Span]:
-    """Every prose sentence of every passage (``sentence_spans``, as in training), unscored."""
+    """Every prose sentence of every passage (``sentence_spans``, as in training), unscored, but
+    for one the chunk boundary cut short: stated alone it would read as a broken answer."""
     return [
         Span(p, a, b, 0.0)
         for p, text in enumerate(texts)
         for a, b in sentence_spans(text)
-        if len(" ".join(text[a:b].split())) >= MIN_SENTENCE_CHARS
+        if len(" ".join(text[a:b].split())) >= MIN_SENTENCE_CHARS and not _cut_by_chunk(text, a, b)
     ]
+
+
+def _cut_by_chunk(text: str, start: int, end: int) -> bool:
+    """The sentence runs into the chunk's end without closing, or starts mid-sentence at its head."""
+    tail = not text[end:].strip() and text[end - 1] not in _CLOSERS
+    head = not text[:start].strip() and text[start].islower()
+    return tail or head
 
 
 def load_selector(path: str | Path, device: Any = "cpu") -> Any:

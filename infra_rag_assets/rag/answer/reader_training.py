@@ -120,7 +120,7 @@ def _signals(scores: np.ndarray) -> list[float]:
     return [float(scores[best]), float(lead_over_rest(scores)[best])]
 
 
-@dataclass(frozen=True)
+@dataclass
 class _DevPassage:
     """A dev page's sentences as one passage, so the extractive answerer reads what the reader reads."""
 
