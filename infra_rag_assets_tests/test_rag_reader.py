@@ -178,5 +178,23 @@ def test_an_unreachable_floor_abstains(tiny_reader):
     assert reply.outcome == "abstained" and reply.text == ABSTENTION and reply.candidates
 
 
+def test_a_reader_of_an_older_kind_is_not_loaded(tmp_path, tiny_reader):
+    """A version whose pointer names a span reader (no tuned encoder folder) answers extractively
+    and says why, instead of failing to load it."""
+    import shutil
+
+    from infra_rag_assets.rag.answer.answerers import version_reader_folder, write_reader_pointer
+    from infra_rag_assets.rag.operate.home import DataHome
+
+    home = DataHome.at(tmp_path)
+    for key, keep_model in (("new", True), ("old", False)):
+        folder = home.cache("readers").path(key)
+        shutil.copytree(tiny_reader, folder, ignore=None if keep_model else shutil.ignore_patterns("model"))
+        write_reader_pointer(home, f"v-{key}", key, {})
+    assert version_reader_folder(home, "v-new")[0] == home.cache("readers").path("new")
+    folder, note = version_reader_folder(home, "v-old")
+    assert folder is None and "older kind" in note
+
+
 def test_token_f1_is_squad_style():
     assert token_f1("The LoadBalancer.", "loadbalancer") == 1.0 and token_f1("x", "y") == 0.0

@@ -43,9 +43,13 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
     except (ValueError, KeyError) as exc:
         return None, f"unreadable reader pointer {path.name}: {exc}"
     folder = home.cache("readers").path(key)
-    return (
-        (folder, f"answer reader {key}") if folder.is_dir() else (None, f"reader {key} missing under {folder.parent}")
-    )
+    if not folder.is_dir():
+        return None, f"reader {key} missing under {folder.parent}"
+    from .reader_model import MODEL_DIR
+
+    if not (folder / MODEL_DIR).is_dir():  # a span reader, trained before the sentence reader
+        return None, f"reader {key} is of an older kind: materialize answer_reader for {version} again"
+    return folder, f"answer reader {key}"
 
 
 def write_reader_pointer(home, version: str, key: str, record: dict) -> Path:
