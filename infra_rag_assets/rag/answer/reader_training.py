@@ -79,6 +79,7 @@ def dev_report(model: Any, dev: Sequence[ReaderQuestion], recipe: ReaderRecipe) 
     lead) that tells the question's own page from the other dev page that looks most like an
     answer to it (what retrieval brings when the docs lack the answer), one of each per question."""
     from .extractive import answer_extractive
+    from .records import PlainPassage
 
     features, answerable, f1s, quoted = [], [], [], []
     pages = {q.doc_id: q.sentences for q in dev}
@@ -88,7 +89,7 @@ def dev_report(model: Any, dev: Sequence[ReaderQuestion], recipe: ReaderRecipe) 
         own = found[q.doc_id]
         best = int(np.argmax(own))
         f1s.append(token_f1(q.sentences[best], q.answer))
-        reply = answer_extractive(q.question, [_DevPassage("\n\n".join(q.sentences), q.doc_id)])
+        reply = answer_extractive(q.question, [PlainPassage("dev", "\n\n".join(q.sentences), q.doc_id)])
         quoted.append(token_f1(reply.text, q.answer) if reply.outcome == "answered" else 0.0)
         features.append(_signals(own))
         answerable.append(1)
@@ -118,21 +119,6 @@ def _signals(scores: np.ndarray) -> list[float]:
     """What the calibrator reads of a page's sentence scores: the top score and its lead."""
     best = int(np.argmax(scores))
     return [float(scores[best]), float(lead_over_rest(scores)[best])]
-
-
-@dataclass
-class _DevPassage:
-    """A dev page's sentences as one passage, so the extractive answerer reads what the reader reads."""
-
-    text: str
-    doc_id: str
-    chunk_id: str = "dev"
-    project: str = "kubernetes"
-    title: str = ""
-    section: str = ""
-    url: str = ""
-    start_char: int = 0
-    end_char: int = 0
 
 
 def train_reader(base: Path, questions: Sequence[ReaderQuestion], target: Path, recipe: ReaderRecipe, *,

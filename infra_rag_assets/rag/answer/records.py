@@ -27,6 +27,22 @@ class PassageLike(Protocol):
 
 
 @dataclass
+class PlainPassage:
+    """A passage that is only text (judged answers from outside, dev pages): a ``PassageLike``
+    whose retrieval fields are empty."""
+
+    chunk_id: str
+    text: str
+    doc_id: str = ""
+    project: str = ""
+    title: str = ""
+    section: str = ""
+    url: str = ""
+    start_char: int = 0
+    end_char: int = 0
+
+
+@dataclass
 class Citation:
     """A cited span: ``[chunk_start, chunk_end)`` in the chunk, ``[doc_start, doc_end)`` in its doc.
 

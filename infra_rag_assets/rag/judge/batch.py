@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..answer.records import PlainPassage
 from ..common import jsonl_objects
 from ..index.analysis import prose_terms
 from .sentences import ContextSentence, answer_sentences, context_sentences
@@ -37,19 +38,6 @@ class Item:
     question: str
     passages: tuple[tuple[str, str], ...]  # (id, text)
     answer: str
-
-
-@dataclass
-class _Passage:
-    chunk_id: str
-    text: str
-    doc_id: str = ""
-    project: str = ""
-    title: str = ""
-    section: str = ""
-    url: str = ""
-    start_char: int = 0
-    end_char: int = 0
 
 
 def parse_item(data: object, where: str) -> Item:
@@ -92,7 +80,7 @@ def judge_items(judge, items: Sequence[Item]) -> list[dict]:
 
 
 def _plan(item: Item) -> dict:
-    passages = [_Passage(pid, text) for pid, text in item.passages]
+    passages = [PlainPassage(pid, text) for pid, text in item.passages]
     sentences = [s for s in answer_sentences(item.answer) if s.is_claim]
     claims, owners = [], []
     for k, s in enumerate(sentences):
@@ -132,7 +120,7 @@ def _point_at(judge, plan: dict, result: dict, at: float) -> None:
             verdict["unsupported_spans"] = spans(verdict["text"], evidence.get(k, "")) if k in evidence else []
 
 
-def _candidates(sentence: str, passages: Sequence[_Passage]) -> list[int]:
+def _candidates(sentence: str, passages: Sequence[PlainPassage]) -> list[int]:
     """The ``CANDIDATES`` passages most lexically similar to an uncited sentence."""
     terms = set(prose_terms(sentence))
     scored = sorted(
