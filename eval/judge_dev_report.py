@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
-from infra_rag_assets.rag.judge.pairs.judge_data import by_split, data_hash, response_rows
+from infra_rag_assets.rag.judge.pairs.judge_data import by_split, data_hash, response_rows, source_of
 from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, load_train_rows
 from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS
 from infra_rag_assets.rag.judge.support_judge import JudgeRecipe, SupportJudge, recipe_pairs, train_support_judge
-from infra_rag_assets.rag.probabilities import auroc, reliability
+from infra_rag_assets.rag.probabilities import auroc, auroc_interval, reliability
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -52,17 +52,18 @@ def split_report(judge: SupportJudge, pairs, folder: str, split: str) -> dict:
     memo = {(p.first, p.second): float(x) for p, x in zip(support, probs)}
     labels = np.array([p.label for p in support])
     kinds = np.array([p.kind for p in support])
+    sources = np.array([p.doc_id for p in support])
     at = judge.threshold
     product_pos = np.isin(kinds, POSITIVE_KINDS)
     out: dict = {"pairs": len(support), "threshold": at, "datasets": {}, "answer_kinds": {}}
     for name in PUBLIC:
         m = kinds == name
         if m.any():
-            out["datasets"][name] = _group(probs[m], labels[m], at)
+            out["datasets"][name] = _group(probs[m], labels[m], at, sources[m])
     product = np.isin(kinds, (*POSITIVE_KINDS, *NEGATIVE_KINDS))
-    out["datasets"]["product"] = _group(probs[product], labels[product], at)
+    out["datasets"]["product"] = _group(probs[product], labels[product], at, sources[product])
     corpus = np.isin(kinds, CORPUS_KINDS)
-    out["datasets"]["corpus_sentences"] = _group(probs[corpus], labels[corpus], at)
+    out["datasets"]["corpus_sentences"] = _group(probs[corpus], labels[corpus], at, sources[corpus])
     for kind in (*POSITIVE_KINDS, *NEGATIVE_KINDS):
         m = kinds == kind
         if not m.any():
@@ -76,7 +77,33 @@ def split_report(judge: SupportJudge, pairs, folder: str, split: str) -> dict:
     out["reference_answers_adherent"] = round(float((probs[ref] >= at).mean()), 4) if ref.any() else None
     out["reliability"] = reliability(probs, labels)
     out["responses"] = _responses(judge, folder, split, memo)
+    out["batch_responses"] = batch_responses(judge, folder, split)
     return out
+
+
+def batch_responses(judge: SupportJudge, folder: str, split: str) -> dict:
+    """RAGTruth QA answers as a user judges them: ``judge --batch`` items (question, passages,
+    answer; no citation markers), scored by the answer's ``adherence`` and its verdict."""
+    from infra_rag_assets.rag.judge.batch import Item, judge_items
+
+    rows = [r["row"] for r in response_rows(folder, split) if r["row"]["id"].startswith("ragtruth-qa-")]
+    if not rows:
+        return {}
+    items = [
+        Item(r["id"], r["question"], tuple((p["id"], p["text"]) for p in r["passages"]), r["answer"]) for r in rows
+    ]
+    results = judge_items(judge, items)
+    y = np.array([int(r["label"]["adherent"]) for r in rows])
+    score = np.array([1.0 if x["adherence"] is None else x["adherence"] for x in results])
+    adherent = np.array([x["adherent"] is not False for x in results])
+    return {
+        "responses": len(rows),
+        "hallucinated": int((y == 0).sum()),
+        "auroc": _r(auroc(score, y)),
+        "auroc_95": auroc_interval(score, y, [source_of(r) for r in rows]),
+        "clean_judged_adherent": round(float(adherent[y == 1].mean()), 4) if (y == 1).any() else None,
+        "hallucinated_judged_adherent": round(float(adherent[y == 0].mean()), 4) if (y == 0).any() else None,
+    }
 
 
 def _responses(judge: SupportJudge, folder: str, split: str, memo: dict) -> dict:
@@ -88,8 +115,9 @@ def _responses(judge: SupportJudge, folder: str, split: str, memo: dict) -> dict
         zip(((p.first, p.second) for p in todo), judge.support([p.first for p in todo], [p.second for p in todo]))
     )
     probs = [memo[(p.first, p.second)] for p in flat]
-    scores, labels, at = [], [], 0
+    scores, labels, sources, at = [], [], [], 0
     for r in rows:
+        sources.append(r["pairs"][0].doc_id)
         scores.append(min(probs[at : at + len(r["pairs"])]))
         at += len(r["pairs"])
         labels.append(int(r["row"]["label"]["adherent"]))
@@ -102,6 +130,7 @@ def _responses(judge: SupportJudge, folder: str, split: str, memo: dict) -> dict
         "responses": len(rows),
         "hallucinated": int(bad.sum()),
         "auroc": _r(auroc(s, y)),
+        "auroc_95": auroc_interval(s, y, sources),
         "f1_hallucinated_at_threshold": round(f1, 4),
         "adherent_judged_adherent": round(float((~predicted_bad[~bad]).mean()), 4) if (~bad).any() else None,
     }
@@ -119,11 +148,12 @@ def hand_labels(judge: SupportJudge) -> dict:
     return {name: {k: check.get(k) for k in keep} for name, check in report["checks"].items() if "auroc" in check}
 
 
-def _group(probs, labels, at) -> dict:
+def _group(probs, labels, at, sources) -> dict:
     return {
         "pairs": len(labels),
         "positives": int(labels.sum()),
         "auroc": _r(auroc(probs, labels)),
+        "auroc_95": auroc_interval(probs, labels, sources),  # resampling whole sources
         "accuracy_at_threshold": round(float(((probs >= at) == (labels > 0)).mean()), 4) if len(labels) else None,
     }
 
@@ -144,6 +174,10 @@ def main() -> None:
     ap.add_argument("--judge", default="", help="report on this trained judge folder (no training)")
     ap.add_argument("--splits", default="dev,report")
     ap.add_argument("--hand-labels", action="store_true", help="also score the packaged hand labels")
+    ap.add_argument(
+        "--real-answers-in-full", type=lambda v: v.lower() in ("1", "true", "yes"), default=True,
+        help="train on every RAGTruth TRAIN sentence beside the sample (false: the sample only)",
+    )  # fmt: skip
     ap.add_argument("--max-eval", type=int, default=0, help="smoke runs: at most this many DEV/REPORT pairs")
     for name, value in JudgeRecipe().to_dict().items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -202,7 +236,8 @@ def main() -> None:
     }  # fmt: skip
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({s: {"datasets": result[s]["datasets"], "ref": result[s]["reference_answers_adherent"],
-                          "responses": result[s]["responses"]} for s in args.splits.split(",")}, indent=1))  # fmt: skip
+                          "responses": result[s]["responses"], "batch": result[s]["batch_responses"]}
+                      for s in args.splits.split(",")}, indent=1))  # fmt: skip
 
 
 def _progress():

@@ -259,3 +259,51 @@ def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     fallback = SupportJudge.load(target)
     assert fallback.identity == judge.identity + "+fp32"
     assert fallback.support(claims, passages) == pytest.approx(probs, abs=0.05)
+
+
+@pytest.mark.unit
+def test_auroc_interval_covers_the_figure_and_widens_with_fewer_sources():
+    from infra_rag_assets.rag.probabilities import auroc_interval
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 400)
+    scores = labels + rng.normal(0, 1.2, 400)
+    low, high = auroc_interval(scores, labels)
+    assert low < auroc(scores, labels) < high and high - low < 0.15
+    # 12 sources of 30 near-copies each (a source's answers share its label and its errors): the
+    # rows are not 360 independent draws, and resampling whole sources says so
+    grouped_labels = np.repeat(np.arange(12) % 2, 30)
+    grouped = np.repeat(np.arange(12) % 2 + rng.normal(0, 1.0, 12), 30) + rng.normal(0, 0.01, 360)
+    rows = auroc_interval(grouped, grouped_labels)
+    sources = auroc_interval(grouped, grouped_labels, [str(i // 30) for i in range(360)])
+    assert sources[1] - sources[0] > 2 * (rows[1] - rows[0])
+    assert auroc_interval([0.1, 0.2], [1, 1]) is None  # one label: no AUROC to bound
+
+
+@pytest.mark.unit
+def test_training_sample_keeps_every_real_answer_sentence_beside_the_sample():
+    from infra_rag_assets.rag.judge.pairs.judge_pairs import JudgePair
+    from infra_rag_assets.rag.judge.support_judge import training_sample
+
+    real = [JudgePair(SUPPORT, "ragtruth_qa_sentence", f"claim {i}", "passage", i % 2, f"rt:{i}") for i in range(30)]
+    made = [JudgePair(SUPPORT, "reference", f"answer {i}", "passage", 1, f"page:{i}") for i in range(200)]
+    chosen = training_sample(real + made, JudgeRecipe(train_pairs=50))
+    assert len(chosen) == 80 and all(p in chosen for p in real)
+    assert chosen == training_sample(real + made, JudgeRecipe(train_pairs=50))  # seeded
+    plain = training_sample(real + made, JudgeRecipe(train_pairs=50, real_answers_in_full=False))
+    assert len(plain) == 50 and training_sample(made[:10], JudgeRecipe(train_pairs=50)) == made[:10]
+
+
+@pytest.mark.unit
+def test_support_threshold_keeps_the_faithful_shapes_it_is_told_to():
+    from infra_rag_assets.rag.judge.pairs.judge_data import best_threshold
+
+    # faithful reference answers score 0.3-0.95, defects 0.0-0.5: balanced accuracy alone cuts
+    # near 0.5 (losing a third of the references); asked to keep 90 % of them it cuts lower
+    refs = list(np.linspace(0.3, 0.95, 20))
+    bad = list(np.linspace(0.0, 0.5, 20))
+    probs, labels, kinds = refs + bad, [1] * 20 + [0] * 20, ["reference"] * 20 + ["number"] * 20
+    free = best_threshold(probs, labels, kinds)
+    kept = best_threshold(probs, labels, kinds, (["reference"], 0.9))
+    assert kept < free and np.mean(np.array(refs) >= kept) >= 0.9
+    assert best_threshold(probs, labels, kinds, (["quote"], 0.9)) == free  # no such positives: no constraint

@@ -140,3 +140,25 @@ def test_reference_answer_drill_cites_the_page_in_context():
     c = drilled.citations[0]
     assert (c.chunk_start, c.chunk_end, c.doc_start, c.doc_end) == (0, 14, 10, 24)
     assert reference_answer(base, "Answer.", ["kubernetes:z"], hits) is base  # page not in context
+
+
+def test_an_uncited_answer_sentence_is_judged_against_its_passages_together_too():
+    """`judge --batch` judges an answer sentence without [n] markers against each passage most
+    like it and against those passages joined: a sentence that rests on two passages (as the
+    judge is trained and measured on the union) is then not judged on half its support."""
+    from infra_rag_assets.rag.judge.batch import CANDIDATES, Item, _plan
+
+    passages = (
+        ("a", "The kubelet restarts a failed container after a back-off delay."),
+        ("b", "The back-off delay doubles each time and is capped at five minutes."),
+        ("c", "Grafana dashboards are unrelated to this question."),
+    )
+    answer = "The kubelet restarts a failed container after a delay that doubles up to five minutes."
+    plan = _plan(Item("x", "How does the kubelet restart containers?", passages, answer))
+    seconds = [second for _, second in plan["claims"]]
+    singles = [text for _, text in passages]
+    assert [s for s in seconds if s in singles] == singles[: min(CANDIDATES, 3)]
+    joined = [s for s in seconds if s not in singles]
+    assert len(joined) == 1 and all(text in joined[0] for text in singles[:2])
+    cited = _plan(Item("y", "q", passages, answer + " [1]"))
+    assert [second for _, second in cited["claims"]] == [singles[0]]  # a marker says which: no guessing

@@ -4,8 +4,10 @@ per id, TRACe and a verdict per answer sentence.
 
 Such answers carry no citation spans, so each answer sentence is judged against the union of
 the passages it cites by ``[n]`` marker (1-based positions in ``passages``) or, without
-markers, against each of the passages most like it (a lexical prefilter keeps ``CANDIDATES``,
-so 10,000 passages cost what 5 do); ``passage`` names the (first) supporting passage's id.
+markers, against each of the passages most like it and against those together (a lexical
+prefilter keeps ``CANDIDATES``, so 10,000 passages cost what 5 do; the judge is trained and
+measured on the union of an answer's passages); ``passage`` names the (first) supporting
+passage's id.
 ``adherent`` applies the judge's DEV-fitted threshold to every sentence. A context sentence counts as
 used when most of its content terms appear in one answer sentence.
 """
@@ -89,9 +91,13 @@ def _plan(item: Item) -> dict:
             claims.append((s.text, "\n\n".join(passages[i].text for i in marked)))
             owners.append((k, marked[0]))
             continue
-        for index in _candidates(s.text, passages):
+        found = _candidates(s.text, passages)
+        for index in found:
             claims.append((s.text, passages[index].text))
             owners.append((k, index))
+        if len(found) > 1:  # and all of them together: an answer sentence often joins two
+            claims.append((s.text, "\n\n".join(passages[i].text for i in found)))
+            owners.append((k, found[0]))
     judged_context = passages[:MAX_PASSAGES]
     context = context_sentences(judged_context)
     return {

@@ -193,10 +193,17 @@ def source_split(pairs: Sequence[JudgePair], share: float, seed: int):
     return train, calibration, []
 
 
-def best_threshold(probs: Sequence[float] | np.ndarray, labels: Sequence[int], groups: Sequence[str] = ()) -> float:
+def best_threshold(
+    probs: Sequence[float] | np.ndarray,
+    labels: Sequence[int],
+    groups: Sequence[str] = (),
+    keep: tuple[Sequence[str], float] | None = None,
+) -> float:
     """The probability cut that maximizes balanced accuracy (mean of the true-positive and
     true-negative rates), each label's rate weighting every ``group`` (pair kind) equally so the
-    most numerous kind does not set the threshold alone. Fitted on DEV pairs only."""
+    most numerous kind does not set the threshold alone. ``keep`` = (kinds, share): only cuts
+    that still pass at least that share of those kinds' positives are considered. Fitted on DEV
+    pairs only."""
     p, y = np.asarray(probs, dtype=np.float64), np.asarray(labels) > 0
     g = np.asarray(list(groups) if len(groups) else [""] * len(p))
     weights = np.zeros(len(p))
@@ -206,8 +213,11 @@ def best_threshold(probs: Sequence[float] | np.ndarray, labels: Sequence[int], g
         for k in kinds:
             sel = mask & (g == k)
             weights[sel] = 1.0 / (sel.sum() * len(kinds))
+    kept = y & np.isin(g, list(keep[0])) if keep else np.zeros(len(p), dtype=bool)
     best, best_at = -1.0, 0.5
     for t in np.unique(np.round(p, 4)):
+        if kept.any() and keep and (p[kept] >= t).mean() < keep[1]:
+            continue
         score = weights[y & (p >= t)].sum() + weights[~y & (p < t)].sum()
         if score > best:
             best, best_at = score, float(t)
