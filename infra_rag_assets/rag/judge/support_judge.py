@@ -77,8 +77,8 @@ FAITHFUL_KEPT = 0.85
 
 @dataclass(frozen=True)
 class JudgeRecipe:
-    """How a judge is trained. Defaults: the measured recipe (eval/train_judge.py, whose result
-    file records the numbers): ~2.5 min on 2 idle cores from corpus parse to calibrated judge."""
+    """How a judge is trained. Defaults: the recipe eval/judge_dev_report.py measured
+    (eval/results/answer_judge_real_answers.json): 191 s of training on 2 idle cores."""
 
     max_pairs: int = 600  # corpus sentence pairs (``judge_pairs``), relevance included
     product_rows: int = 400  # k8s train questions made into answer-shaped pairs (``product_pairs``)
