@@ -21,8 +21,8 @@ from ..index.embedding import offline_models
 from .extractive import sentence_spans
 from .reader_data import MIN_SENTENCE_CHARS
 
-MODEL_DIR = "model"
-_CLOSERS = set(".!?:;)]`'\"*")  # the tuned sentence-transformers directory inside a reader folder
+MODEL_DIR = "model"  # the tuned sentence-transformers directory inside a reader folder
+_CLOSERS = set(".!?:;)]`'\"*")  # a sentence whose last character is one of these is closed
 
 
 @dataclass(frozen=True)

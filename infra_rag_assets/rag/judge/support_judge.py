@@ -233,8 +233,10 @@ def training_sample(train: Sequence[JudgePair], recipe: JudgeRecipe) -> list[Jud
     with the sample alone, 0.82 with all of them; docs/answers.md)."""
     if not recipe.train_pairs or len(train) <= recipe.train_pairs:
         return list(train)
-    real = [p for p in train if recipe.real_answers_in_full and p.kind.startswith(REAL_ANSWER_KINDS)]
-    rest = [p for p in train if not (recipe.real_answers_in_full and p.kind.startswith(REAL_ANSWER_KINDS))]
+    real: list[JudgePair] = []
+    rest: list[JudgePair] = []
+    for p in train:
+        (real if recipe.real_answers_in_full and p.kind.startswith(REAL_ANSWER_KINDS) else rest).append(p)
     return real + random.Random(recipe.seed).sample(rest, min(len(rest), recipe.train_pairs))
 
 

@@ -213,10 +213,11 @@ def best_threshold(
         for k in kinds:
             sel = mask & (g == k)
             weights[sel] = 1.0 / (sel.sum() * len(kinds))
-    kept = y & np.isin(g, list(keep[0])) if keep else np.zeros(len(p), dtype=bool)
+    kept_kinds, share = keep or ((), 0.0)
+    kept = p[y & np.isin(g, list(kept_kinds))]
     best, best_at = -1.0, 0.5
     for t in np.unique(np.round(p, 4)):
-        if kept.any() and keep and (p[kept] >= t).mean() < keep[1]:
+        if len(kept) and (kept >= t).mean() < share:
             continue
         score = weights[y & (p >= t)].sum() + weights[~y & (p < t)].sum()
         if score > best:
