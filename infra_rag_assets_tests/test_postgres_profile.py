@@ -86,7 +86,9 @@ def _cli(site, *args: str) -> subprocess.CompletedProcess:
 
 
 def _runs(site) -> dict[str, tuple[str, str]]:
-    rows = _sql(site, "SELECT run_id, pipeline_name, status FROM runs")
+    """The build runs (job ``build_*``): the daemon also runs the hourly canary schedule, whose
+    run lands among them when a test crosses the hour."""
+    rows = _sql(site, "SELECT run_id, pipeline_name, status FROM runs WHERE pipeline_name LIKE %s", ("build%",))
     return {run_id: (job, status) for run_id, job, status in rows}
 
 
