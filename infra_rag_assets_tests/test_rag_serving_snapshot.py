@@ -87,3 +87,21 @@ def test_only_plain_files_are_carried(tmp_path):
         "manifest.json",
         "ranker.json",
     ]
+
+
+def test_model_pointers_written_before_the_first_snapshot_survive_it_and_changed_chunks(tmp_path):
+    """answer_reader and support_judge need only chunks, so a cold build may run them before
+    lexical_index writes the first snapshot: their pointers name content-keyed models (not chunk
+    ids) and must survive it, and a rewrite over changed chunks, while fitted files do not."""
+    from infra_rag_assets.rag.operate.files import write_model_pointer
+    from infra_rag_assets.rag.operate.home import JUDGE_POINTER, READER_POINTER
+
+    folder = snapshot_dir(tmp_path, VERSION)
+    for name in (READER_POINTER, JUDGE_POINTER):
+        write_model_pointer(folder / name, f"key-{name}", {})
+    write_snapshot(tmp_path, VERSION, _rows(["a pod"]), {})
+    assert snapshot_files(tmp_path, VERSION) == sorted([JUDGE_POINTER, READER_POINTER])
+    _derive(tmp_path)
+    write_snapshot(tmp_path, VERSION, _rows(["a changed pod"]), {})
+    assert snapshot_files(tmp_path, VERSION) == sorted([JUDGE_POINTER, READER_POINTER])
+    assert '"key": "key-reader.json"' in (folder / READER_POINTER).read_text()

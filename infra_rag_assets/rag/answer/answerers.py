@@ -14,10 +14,12 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from ..operate.home import READER_POINTER
+
 AnswererName = Literal["extractive", "reader", "claude"]
 ANSWERERS: tuple[AnswererName, ...] = ("extractive", "reader", "claude")
 OFFLINE_DEFAULT: AnswererName = "reader"
-POINTER = "reader.json"  # in the version's serving snapshot: which trained reader serves it
+POINTER = READER_POINTER  # in the version's serving snapshot: which trained reader serves it
 
 
 def resolve_answerer(answerer: str | None = None, use_claude: bool | None = None) -> AnswererName:

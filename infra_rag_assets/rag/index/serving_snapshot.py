@@ -12,7 +12,9 @@ Both are written into a staging directory and renamed into place, so a reader se
 snapshot or none. A version is servable when its manifest, Tantivy index and LanceDB table all
 exist (``servable_versions``). Later stages add files fitted on these chunks (calibration.json,
 ranker.json, page_vectors.npz); rewriting a snapshot carries them over when the new catalog is byte-identical, and
-drops them when the chunks changed (their assets must run again).
+drops them when the chunks changed (their assets must run again). Model pointers (judge.json,
+reader.json) are always carried: they name content-keyed models that read passages at query time,
+not chunk ids, and their assets may run before the first snapshot exists (they need only chunks).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..operate.files import fsync_tree, swap_into_place, write_json
-from ..operate.home import checked_name
+from ..operate.home import MODEL_POINTERS, checked_name
 
 MANIFEST = "manifest.json"
 CATALOG = "catalog.parquet"
@@ -127,14 +129,20 @@ def _fitted_files(folder: Path) -> list[Path]:
 def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> None:
     """Copy the files later stages wrote into the old snapshot when they were fitted on the same
     chunks (same catalog sha256). Rewriting the released version's snapshot (`infra-rag snapshot`,
-    `lexical_index` again) used to drop its ranker and calibrated floor, so it served degraded."""
+    `lexical_index` again) used to drop its ranker and calibrated floor, so it served degraded.
+    Model pointers are carried whatever the catalog: a cold build's answer_reader or support_judge
+    may run before lexical_index writes the first snapshot, which then dropped their pointers."""
+    for entry in _fitted_files(old):
+        if entry.name in MODEL_POINTERS:
+            shutil.copy2(entry, staging / entry.name)
     try:
         previous = json.loads((old / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # no old snapshot, or one that cannot vouch for its files
     if isinstance(previous, dict) and previous.get("catalog_sha256") == catalog_sha256:
         for entry in _fitted_files(old):
-            shutil.copy2(entry, staging / entry.name)
+            if entry.name not in MODEL_POINTERS:
+                shutil.copy2(entry, staging / entry.name)
 
 
 def snapshot_files(serving_root: Path, version: str) -> list[str]:

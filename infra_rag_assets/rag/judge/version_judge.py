@@ -9,9 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..operate.files import write_model_pointer
-from ..operate.home import DataHome
+from ..operate.home import JUDGE_POINTER, DataHome
 
-POINTER = "judge.json"
+POINTER = JUDGE_POINTER
 
 
 def pointer_path(home: DataHome, version: str, name: str = POINTER) -> Path:

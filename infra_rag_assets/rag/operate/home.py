@@ -29,6 +29,10 @@ from .warehouse import Warehouse
 RANKER_FILE = "ranker.json"
 PAGE_VECTORS_FILE = "page_vectors.npz"
 CALIBRATION_FILE = "calibration.json"
+# ... and its model pointers: which trained support judge and answer reader serve it
+JUDGE_POINTER = "judge.json"
+READER_POINTER = "reader.json"
+MODEL_POINTERS = (JUDGE_POINTER, READER_POINTER)
 
 
 def default_home() -> str:
