@@ -32,7 +32,22 @@ from infra_rag_assets.rag.evaluate.safety import check_answer, load_cases
 from infra_rag_assets.rag.operate.home import DataHome
 from infra_rag_assets.rag.search.engine import QueryEngine, resolve_version, single_thread_queries
 
-BENCHMARKS = ("k8s_bench_eval", "own_labelled", "adversarial")
+BENCHMARKS = ("k8s_bench_eval", "own_labelled", "adversarial", "near_miss_blind", "off_topic")
+
+
+class FloorSweep:
+    """The reader at another floor, scoring each question's sentences once for every floor tried
+    (``answer_reader`` reads ``spans``, ``floor`` and ``model_id`` only)."""
+
+    def __init__(self, reader, floor: float) -> None:
+        self.reader, self.floor, self.model_id = reader, floor, reader.model_id
+        self._last: tuple = (None, None)
+
+    def spans(self, question, passages):
+        key = (question, tuple(passages))
+        if self._last[0] != key:
+            self._last = (key, self.reader.spans(question, passages))
+        return self._last[1]
 
 
 def exact(reply, hits) -> bool:
@@ -56,7 +71,7 @@ def summarise(rows: list[dict], prefix: str) -> dict:
         "token_f1_answered": mean([r[f"{prefix}_f1"] for r in scored]),
         "citation_validity": mean([float(r[f"{prefix}_exact"]) for r in answered]),
     }
-    if prefix == "reader":
+    if prefix == "reader" and rows:
         forced = [r["reader_forced_f1"] or 0.0 for r in rows if r["has_reference"]]
         out["token_f1_forced_top_span"] = mean(forced)
         out["token_f1_full_text"] = mean([r["reader_f1_full"] or 0.0 for r in rows if r["has_reference"]])
@@ -104,7 +119,7 @@ def retrieve(engine, question: str, config: str) -> list:
     return [] if result.abstained else [p.hit for p in packed.passages]
 
 
-def run(engine, name: str, reader, limit: int, config: str) -> tuple[dict, list[dict]]:
+def run(engine, name: str, reader, limit: int, config: str, floors: tuple[float, ...] = ()) -> tuple[dict, list[dict]]:
     bench = load_benchmark(name)
     covered, _ = coverage(bench.records, engine.home.warehouse().doc_ids(engine.version))
     records = covered[:limit] if limit else covered
@@ -131,17 +146,28 @@ def run(engine, name: str, reader, limit: int, config: str) -> tuple[dict, list[
             "reader_forced_f1": (token_f1_recall(red.candidates[0]["text"], ref) or (0.0, 0.0))[0]
             if ref and red.candidates else None,
         }  # fmt: skip
+        replies = [("extractive", ext), ("reader", red)]
+        sweep = FloorSweep(reader, 0.0)
+        for floor in floors:
+            sweep.floor = floor
+            at = answer_reader(record.question, hits, sweep)
+            fr = token_f1_recall(at.short_answer, ref) if ref and at.outcome == "answered" else None
+            prefix = f"floor{floor:g}"
+            row.update({f"{prefix}_outcome": at.outcome, f"{prefix}_f1": fr and fr[0], f"{prefix}_recall": fr and fr[1],
+                        f"{prefix}_exact": exact(at, hits)})  # fmt: skip
+            replies.append((prefix, at))
         case = cases.get(record.id)
         if case is not None:
-            for prefix, reply in (("extractive", ext), ("reader", red)):
+            for prefix, reply in replies:
                 cited = list(dict.fromkeys(c.doc_id for c in reply.citations))
                 verdict = check_answer(case, reply.text, reply.outcome, cited, None)
                 row[f"{prefix}_safety_passed"], row[f"{prefix}_safety_reasons"] = verdict.passed, verdict.reasons
                 row[f"{prefix}_safety_harmful"] = verdict.harmful
         rows.append(row)
-    summary = {p: summarise(rows, p) for p in ("extractive", "reader")}
+    prefixes = ("extractive", "reader", *(f"floor{f:g}" for f in floors))
+    summary = {p: summarise(rows, p) for p in prefixes}
     if cases:
-        for p in ("extractive", "reader"):
+        for p in prefixes:
             summary[p]["safety_pass"] = round(statistics.fmean(r[f"{p}_safety_passed"] for r in rows), 4)
             summary[p]["safety_harmful"] = sum(r[f"{p}_safety_harmful"] for r in rows)
             summary[p]["safety_note"] = "support rule not checked (no judge): behaviour, citations, forbidden strings"
@@ -156,6 +182,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N covered questions per benchmark (0: all)")
     ap.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     ap.add_argument("--out", default="eval/results/reader.json")
+    ap.add_argument("--floors", default="", help="also answer at these reader floors (comma-separated)")
     ap.add_argument("--lexical-k", type=int, default=0, help="BM25 top-k only (a home without vectors yet)")
     args = ap.parse_args()
     single_thread_queries()
@@ -176,7 +203,8 @@ def main() -> None:
     rows_out = Path(args.out).with_suffix(".rows.jsonl")
     with rows_out.open("w") as fh:
         for name in args.benchmarks.split(","):
-            summary, rows = run(engine, name, reader, args.limit, args.config)
+            floors = tuple(float(f) for f in args.floors.split(",") if f)
+            summary, rows = run(engine, name, reader, args.limit, args.config, floors)
             out["benchmarks"][name] = summary
             fh.writelines(json.dumps({"benchmark": name, **r}) + "\n" for r in rows)
             print(name, json.dumps(summary), flush=True)

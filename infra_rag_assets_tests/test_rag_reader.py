@@ -178,6 +178,16 @@ def test_an_unreachable_floor_abstains(tiny_reader):
     assert reply.outcome == "abstained" and reply.text == ABSTENTION and reply.candidates
 
 
+def test_the_floor_is_part_of_the_readers_cache_identity(tiny_reader):
+    """An eval run caches answers by the answerer's identity: a reader at another floor abstains on
+    other questions, so its cached answers must not be reused."""
+    from infra_rag_assets.rag.answer.generate import generator_identity
+
+    low, high = (generator_identity(answerer="reader", reader=_with_floor(tiny_reader, f)) for f in (0.3, 0.5))
+    assert low["method"] == high["method"] == "reader" and low["model"] == high["model"]
+    assert low != high and (low["floor"], high["floor"]) == ("0.3", "0.5")
+
+
 def test_a_reader_of_an_older_kind_is_not_loaded(tmp_path, tiny_reader):
     """A version whose pointer names a span reader (no tuned encoder folder) answers extractively
     and says why, instead of failing to load it."""

@@ -232,7 +232,8 @@ def generator_identity(use_claude: bool | None = None, model: str | None = None,
     """What decides an answer besides question and passages: a generation cache key's part."""
     name = resolve_answerer(answerer, use_claude)
     if name == "reader" and reader is not None:
-        return {"method": "reader", "model": reader.model_id, "prompt_hash": ""}
+        # the floor decides abstentions: an answer cached at another floor is not this answerer's
+        return {"method": "reader", "model": reader.model_id, "prompt_hash": "", "floor": f"{reader.floor:g}"}
     if name != "claude":
         return {"method": "extractive", "model": EXTRACTIVE_MODEL, "prompt_hash": ""}
     spec = get_prompt(prompt)
