@@ -26,7 +26,7 @@ from pathlib import Path
 from infra_rag_assets.package_data import benchmarks_dir
 from infra_rag_assets.rag.answer.extractive import answer_extractive
 from infra_rag_assets.rag.answer.overlap import token_f1_recall
-from infra_rag_assets.rag.answer.reader import answer_reader, load_reader_folder
+from infra_rag_assets.rag.answer.reader import Reader, answer_reader
 from infra_rag_assets.rag.evaluate.benchmarks import coverage, load_benchmark
 from infra_rag_assets.rag.evaluate.safety import check_answer, load_cases
 from infra_rag_assets.rag.operate.home import DataHome
@@ -182,6 +182,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N covered questions per benchmark (0: all)")
     ap.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     ap.add_argument("--out", default="eval/results/reader.json")
+    ap.add_argument("--fp32", action="store_true", help="score with the fp32 encoder the calibrator was fitted on")
     ap.add_argument("--floors", default="", help="also answer at these reader floors (comma-separated)")
     ap.add_argument("--lexical-k", type=int, default=0, help="BM25 top-k only (a home without vectors yet)")
     args = ap.parse_args()
@@ -192,10 +193,11 @@ def main() -> None:
         args.config = f"lexical top-{args.lexical_k} (Tantivy BM25, no packing)"
     else:
         engine = QueryEngine(home, resolve_version(home, args.version))
-    reader = load_reader_folder(str(Path(args.reader).resolve()))
+    reader = Reader(Path(args.reader).resolve(), quantize=not args.fp32)
     record = json.loads((Path(args.reader) / "reader.json").read_text())
     out = {
         "version": engine.version, "config": args.config, "reader": str(args.reader), "floor": reader.floor,
+        "fp32": args.fp32,
         "reader_dev": record.get("dev"), "reader_training": record.get("training"),
         "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "benchmarks": {},
