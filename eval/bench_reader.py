@@ -142,6 +142,7 @@ def run(engine, name: str, reader, limit: int, config: str, floors: tuple[float,
             "reader_f1": r and r[0], "reader_recall": r and r[1], "reader_f1_full": rf and rf[0],
             "reader_exact": exact(red, hits), "reader_ms": reader_ms,
             "reader_top": red.candidates[0] if red.candidates else None,
+            "reader_runners_up": red.candidates[1:3],
             # diagnostic, not tuned on: the top span's F1 had the reader been forced to answer
             "reader_forced_f1": (token_f1_recall(red.candidates[0]["text"], ref) or (0.0, 0.0))[0]
             if ref and red.candidates else None,
