@@ -36,8 +36,8 @@ BENCHMARKS = ("k8s_bench_eval", "own_labelled", "adversarial", "near_miss_blind"
 
 
 class FloorSweep:
-    """The reader at another floor, scoring each question's sentences once for every floor tried
-    (``answer_reader`` reads ``spans``, ``floor`` and ``model_id`` only)."""
+    """The reader at a settable floor, scoring each question's sentences once for its own floor and
+    every floor tried (``answer_reader`` reads ``spans``, ``floor`` and ``model_id`` only)."""
 
     def __init__(self, reader, floor: float) -> None:
         self.reader, self.floor, self.model_id = reader, floor, reader.model_id
@@ -128,8 +128,9 @@ def run(engine, name: str, reader, limit: int, config: str, floors: tuple[float,
     for record in records:
         hits = retrieve(engine, record.question, config)
         ext = answer_extractive(record.question, hits)
+        sweep = FloorSweep(reader, reader.floor)
         started = time.perf_counter()
-        red = answer_reader(record.question, hits, reader)
+        red = answer_reader(record.question, hits, sweep)
         reader_ms = round((time.perf_counter() - started) * 1000, 1)
         ref = record.reference_answer
         e = token_f1_recall(ext.text, ref) if ref and ext.outcome == "answered" else None
@@ -148,7 +149,6 @@ def run(engine, name: str, reader, limit: int, config: str, floors: tuple[float,
             if ref and red.candidates else None,
         }  # fmt: skip
         replies = [("extractive", ext), ("reader", red)]
-        sweep = FloorSweep(reader, 0.0)
         for floor in floors:
             sweep.floor = floor
             at = answer_reader(record.question, hits, sweep)
@@ -204,9 +204,9 @@ def main() -> None:
         "benchmarks": {},
     }  # fmt: skip
     rows_out = Path(args.out).with_suffix(".rows.jsonl")
+    floors = tuple(float(f) for f in args.floors.split(",") if f)
     with rows_out.open("w") as fh:
         for name in args.benchmarks.split(","):
-            floors = tuple(float(f) for f in args.floors.split(",") if f)
             summary, rows = run(engine, name, reader, args.limit, args.config, floors)
             out["benchmarks"][name] = summary
             fh.writelines(json.dumps({"benchmark": name, **r}) + "\n" for r in rows)

@@ -19,7 +19,6 @@ from ..operate.home import READER_POINTER
 AnswererName = Literal["extractive", "reader", "claude"]
 ANSWERERS: tuple[AnswererName, ...] = ("extractive", "reader", "claude")
 OFFLINE_DEFAULT: AnswererName = "reader"
-POINTER = READER_POINTER  # in the version's serving snapshot: which trained reader serves it
 
 
 def resolve_answerer(answerer: str | None = None, use_claude: bool | None = None) -> AnswererName:
@@ -37,7 +36,7 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
     """(folder, note): the trained reader the version's pointer names, or (None, why not)."""
     import json
 
-    path = home.version(version).snapshot / POINTER
+    path = home.version(version).snapshot / READER_POINTER
     if not path.is_file():
         return None, f"no answer reader for {version}: materialize answer_reader first"
     try:
@@ -57,4 +56,4 @@ def version_reader_folder(home, version: str) -> tuple[Path | None, str]:
 def write_reader_pointer(home, version: str, key: str, record: dict) -> Path:
     from ..operate.files import write_model_pointer
 
-    return write_model_pointer(home.version(version).snapshot / POINTER, key, record)
+    return write_model_pointer(home.version(version).snapshot / READER_POINTER, key, record)

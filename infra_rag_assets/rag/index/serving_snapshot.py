@@ -132,17 +132,14 @@ def _carry_derived_files(old: Path, staging: Path, catalog_sha256: str) -> None:
     `lexical_index` again) used to drop its ranker and calibrated floor, so it served degraded.
     Model pointers are carried whatever the catalog: a cold build's answer_reader or support_judge
     may run before lexical_index writes the first snapshot, which then dropped their pointers."""
-    for entry in _fitted_files(old):
-        if entry.name in MODEL_POINTERS:
-            shutil.copy2(entry, staging / entry.name)
     try:
         previous = json.loads((old / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return  # no old snapshot, or one that cannot vouch for its files
-    if isinstance(previous, dict) and previous.get("catalog_sha256") == catalog_sha256:
-        for entry in _fitted_files(old):
-            if entry.name not in MODEL_POINTERS:
-                shutil.copy2(entry, staging / entry.name)
+        previous = None  # no old snapshot, or one that cannot vouch for its fitted files
+    same_chunks = isinstance(previous, dict) and previous.get("catalog_sha256") == catalog_sha256
+    for entry in _fitted_files(old):
+        if same_chunks or entry.name in MODEL_POINTERS:
+            shutil.copy2(entry, staging / entry.name)
 
 
 def snapshot_files(serving_root: Path, version: str) -> list[str]:

@@ -11,16 +11,14 @@ from pathlib import Path
 from ..operate.files import write_model_pointer
 from ..operate.home import JUDGE_POINTER, DataHome
 
-POINTER = JUDGE_POINTER
+
+def pointer_path(home: DataHome, version: str) -> Path:
+    return home.version(version).snapshot / JUDGE_POINTER
 
 
-def pointer_path(home: DataHome, version: str, name: str = POINTER) -> Path:
-    return home.version(version).snapshot / name
-
-
-def write_pointer(home: DataHome, version: str, key: str, record: dict, name: str = POINTER) -> Path:
-    """The snapshot's pointer ``name`` to a trained model ``key`` (the judge's; the reader's too)."""
-    return write_model_pointer(pointer_path(home, version, name), key, record)
+def write_pointer(home: DataHome, version: str, key: str, record: dict) -> Path:
+    """The snapshot's pointer to the trained judge ``key``."""
+    return write_model_pointer(pointer_path(home, version), key, record)
 
 
 def load_version_judge(home: DataHome, version: str):
