@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from infra_rag_assets import settings
 # BuildResource(adapt=True) and a tiny recipe.
 os.environ.setdefault("INFRA_RAG_ADAPT", "0")
 # Likewise the support judge trains on a few hundred pairs in fixture builds (seconds, not minutes).
-os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "400")
+os.environ.setdefault("INFRA_RAG_JUDGE_PAIRS", "240")
 # ... on the fixture corpus and train-split pairs only (the public answers make calibration minutes long).
 os.environ.setdefault("INFRA_RAG_JUDGE_DATA", "none")
 # The hand-label report scores 161 answers at 512 tokens (minutes on 2 cores) in every fixture build;
@@ -191,38 +192,68 @@ def build_index_version(home: Path, sources: Path) -> str:
     return version
 
 
+def shared_across_workers(tmp_path_factory, name: str, build) -> dict:
+    """``build(folder)``'s result, built once per suite run however many xdist workers ask.
+
+    The first worker to take the lock builds into a folder beside the workers' own tmp roots;
+    the others wait for it (the cores are the limit either way) and reuse the folder read-only.
+    ``build`` returns a JSON-able dict; Path values come back as Paths.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by every worker of this run
+    folder, done = root / name, root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if a worker dies
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            result = build(folder)
+            paths = sorted(k for k, v in result.items() if isinstance(v, Path))
+            done.write_text(json.dumps({"paths": paths, "values": {k: str(v) for k, v in result.items()}}))
+    saved = json.loads(done.read_text())
+    return {k: Path(v) if k in saved["paths"] else v for k, v in saved["values"].items()}
+
+
 @pytest.fixture(scope="session")
 def built_index(tmp_path_factory):
-    """One fixture-corpus index version built through every index stage, shared read-only.
+    """One fixture-corpus index version built through every index stage, shared read-only
+    (by every xdist worker). Tests that change state (releases, traces) get their own data home
+    via ``fresh_home``."""
 
-    Tests that change state (releases, traces) get their own data home via ``fresh_home``.
-    """
-    base = tmp_path_factory.mktemp("built_index")
-    corpus = make_fixture_corpus(base / "corpus")
-    sources = write_fixture_sources(base / "sources.yaml", corpus)
-    version = build_index_version(base / "home", sources)
-    return {"home": base / "home", "version": version, "sources": sources, "corpus": corpus}
+    def build(base: Path) -> dict:
+        corpus = make_fixture_corpus(base / "corpus")
+        sources = write_fixture_sources(base / "sources.yaml", corpus)
+        version = build_index_version(base / "home", sources)
+        return {"home": base / "home", "version": version, "sources": sources, "corpus": corpus}
+
+    return shared_across_workers(tmp_path_factory, "built_index", build)
 
 
 @pytest.fixture(scope="session")
 def judged_index(built_index, tmp_path_factory):
-    """The built fixture index plus its support judge (trained on a few hundred fixture pairs)."""
-    import dagster as dg
+    """The built fixture index plus its support judge (trained on a few hundred fixture pairs),
+    shared read-only like ``built_index``."""
 
-    from infra_rag_assets.control.builds import materialize_version
-    from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+    def build(base: Path) -> dict:
+        import dagster as dg
 
-    home = tmp_path_factory.mktemp("judged_index") / "home"
-    shutil.copytree(built_index["home"], home)
-    store = DataHomeResource(home=str(home))
-    settings = BuildResource(sources_file=str(built_index["sources"]))
-    with dg.DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("index_version", [built_index["version"]])
-        result = materialize_version(
-            built_index["version"], ["support_judge"], instance, store, settings, EmbedderResource(batch_size=16)
-        )
-        assert result.success
-    return {**built_index, "home": home}
+        from infra_rag_assets.control.builds import materialize_version
+        from infra_rag_assets.defs.resources import BuildResource, DataHomeResource, EmbedderResource
+
+        home = base / "home"
+        shutil.copytree(built_index["home"], home)
+        store = DataHomeResource(home=str(home))
+        settings = BuildResource(sources_file=str(built_index["sources"]))
+        with dg.DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions("index_version", [built_index["version"]])
+            result = materialize_version(
+                built_index["version"], ["support_judge"], instance, store, settings, EmbedderResource(batch_size=16)
+            )
+            assert result.success
+        return {**built_index, "home": home}
+
+    return shared_across_workers(tmp_path_factory, "judged_index", build)
 
 
 @pytest.fixture
@@ -234,20 +265,27 @@ def fresh_home(built_index, tmp_path):
 
 
 TIERS = ("unit", "build", "slow", "browser", "postgres")
+LONGEST_FIRST = ("browser", "postgres", "slow", "build", "unit")  # tiers by their tests' typical length
 
 
 def pytest_collection_modifyitems(config, items):
-    """Refuse to collect a test that carries no tier marker or more than one (see pyproject.toml).
+    """Refuse to collect a test that carries no tier marker or more than one (see pyproject.toml),
+    and run the longest tiers first.
 
     A module sets its tier with ``pytestmark = pytest.mark.<tier>``; a module that mixes fast and
-    long tests marks each test instead. ``-m unit`` is then the fast inner loop.
+    long tests marks each test instead. ``-m unit`` is then the fast inner loop. Long tests first
+    (collection order within a tier) lets ``-n 2``'s workers finish together on short tests
+    instead of one worker running a 6-minute test alone at the end.
     """
-    wrong = []
+    wrong, tier_of = [], {}
     for item in items:
         tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
         if len(tiers) != 1:
             wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier'}")
+        else:
+            tier_of[item.nodeid] = tiers[0]
     if not wrong:
+        items.sort(key=lambda item: LONGEST_FIRST.index(tier_of[item.nodeid]))
         return
     message = f"every test needs exactly one tier marker of {', '.join(TIERS)} ({len(wrong)} do not):\n" + "\n".join(
         wrong

@@ -4,6 +4,7 @@ fake here), everything else real (fixture index, trained judge, caches)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import anthropic
 import httpx2
@@ -50,9 +51,10 @@ def client(handler) -> anthropic.Anthropic:
                                max_retries=0)  # fmt: skip
 
 
-def test_claude_answers_are_judged_costed_and_cached(judged_index, monkeypatch):
+def test_claude_answers_are_judged_costed_and_cached(judged_index, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")  # the serving answerer is then Claude
-    home = DataHome.at(judged_index["home"])
+    shutil.copytree(judged_index["home"], tmp_path / "home")  # its caches are written: a private copy
+    home = DataHome.at(tmp_path / "home")
     version = judged_index["version"]
     engine = QueryEngine(home, version)
     judge, note = load_version_judge(home, version)

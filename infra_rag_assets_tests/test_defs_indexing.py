@@ -86,9 +86,8 @@ def test_second_version_reuses_every_vector_and_edit_reembeds_only_that_page(env
     assert 1 <= embedded <= argocd_chunks  # only chunks of the edited page
 
 
-def test_lexical_index_finds_identifiers(env):
-    instance, store, settings = env
-    version, _ = _build(instance, store, settings)
+def test_lexical_index_finds_identifiers(built_index):
+    store, version = DataHomeResource(home=str(built_index["home"])), built_index["version"]
     searcher = LexicalSearcher.open(store.data_home().version(version).tantivy)
     hits = searcher.search("maxSurge", 5)
     doc_ids = (

@@ -164,6 +164,7 @@ def dagster_ui(tmp_path: Path):
         "INFRA_RAG_SOURCES": str(sources),
         "DAGSTER_HOME": str(dagster_home),
         "INFRA_RAG_GATES": str(gates),
+        "INFRA_RAG_JUDGE_PAIRS": "120",  # the judge is trained and shown, but no gate here reads its scores
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
