@@ -24,6 +24,10 @@ os.environ.setdefault("INFRA_RAG_JUDGE_DATA", "none")
 # its code is tested on its own (test_rag_label_calibration.py), so builds skip it.
 os.environ.setdefault("INFRA_RAG_JUDGE_LABELS", "0")
 os.environ.setdefault("INFRA_RAG_READER_EXAMPLES", "96")  # the reader trains seconds (quality is not under test)
+# `-n 2` runs two workers (and the builds they start) on 2 cores: one torch thread per process.
+# Two threads each made torch's threads contend: a 36-test build subset took 153 s (254 CPU-s)
+# against 138 s (201 CPU-s) with one (2026-12-07). devices.cpu_threads() honours it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The real corpus and bench: INFRA_RAG_CORPUS / INFRA_RAG_BENCH, else ../shared/* from the cwd.
 # Made absolute in the environment, so servers and builds the tests start elsewhere (dagster dev,

@@ -93,10 +93,14 @@ def test_cgroup_quota_v2_and_v1(tmp_path, files, quota):
 
 def test_threads_are_the_cores_this_process_may_use(monkeypatch):
     monkeypatch.setattr(devices.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(devices, "cgroup_cpu_quota", lambda: 1.5)
     assert devices.cpu_threads() == 2  # a 1.5-CPU quota on 4 allowed cores: 2 threads
     monkeypatch.setattr(devices, "cgroup_cpu_quota", lambda: None)
     assert devices.cpu_threads() == 4
+    for asked, threads in (("3", 3), ("1", 1), ("16", 4), ("0", 4), ("", 4), ("two", 4)):
+        monkeypatch.setenv("OMP_NUM_THREADS", asked)  # honoured when a positive number, never above the cores
+        assert devices.cpu_threads() == threads, asked
 
 
 def test_metadata_names_device_precision_and_library_versions(no_gpu):

@@ -135,13 +135,18 @@ def resolve(setting: str | None) -> Device:
 
 
 def cpu_threads() -> int:
-    """Cores this process may use: its CPU affinity, capped by a cgroup v2/v1 CPU quota."""
+    """Cores this process may use: its CPU affinity, capped by a cgroup v2/v1 CPU quota and by
+    ``OMP_NUM_THREADS`` when set (the usual knob when several processes share the cores)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity masks
         cores = os.cpu_count() or 1
     quota = cgroup_cpu_quota()
-    return max(1, min(cores, math.ceil(quota)) if quota else cores)
+    cores = min(cores, math.ceil(quota)) if quota else cores
+    asked = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if asked.isdigit() and int(asked) > 0:
+        cores = min(cores, int(asked))
+    return max(1, cores)
 
 
 def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
