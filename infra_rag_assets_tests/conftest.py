@@ -263,9 +263,13 @@ def judged_index(built_index, tmp_path_factory):
 @pytest.fixture
 def fresh_home(built_index, tmp_path):
     """A private copy of the built data home (safe to write releases and traces into)."""
-    target = tmp_path / "home"
-    shutil.copytree(built_index["home"], target)
-    return target
+    return shutil.copytree(built_index["home"], tmp_path / "home")
+
+
+@pytest.fixture
+def fresh_judged_home(judged_index, tmp_path):
+    """A private copy of the judged data home (its caches, releases and traces may be written)."""
+    return shutil.copytree(judged_index["home"], tmp_path / "home")
 
 
 TIERS = ("unit", "build", "slow", "browser", "postgres")

@@ -4,7 +4,6 @@ fake here), everything else real (fixture index, trained judge, caches)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import anthropic
 import httpx2
@@ -51,10 +50,9 @@ def client(handler) -> anthropic.Anthropic:
                                max_retries=0)  # fmt: skip
 
 
-def test_claude_answers_are_judged_costed_and_cached(judged_index, monkeypatch, tmp_path):
+def test_claude_answers_are_judged_costed_and_cached(judged_index, fresh_judged_home, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")  # the serving answerer is then Claude
-    shutil.copytree(judged_index["home"], tmp_path / "home")  # its caches are written: a private copy
-    home = DataHome.at(tmp_path / "home")
+    home = DataHome.at(fresh_judged_home)  # its caches are written: a private copy
     version = judged_index["version"]
     engine = QueryEngine(home, version)
     judge, note = load_version_judge(home, version)

@@ -7,7 +7,6 @@ test_defs_release.py (test_cli_release_and_rollback_are_serving_release_material
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -23,9 +22,8 @@ JSON_LINES = {"search", "judge"}  # one JSON object per question or id
 
 
 @pytest.fixture
-def run(judged_index, tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    shutil.copytree(judged_index["home"], home)
+def run(judged_index, fresh_judged_home, tmp_path, monkeypatch):
+    home = fresh_judged_home
     monkeypatch.setenv("INFRA_RAG_HOME", str(home))
     monkeypatch.setenv("INFRA_RAG_SOURCES", str(judged_index["sources"]))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))

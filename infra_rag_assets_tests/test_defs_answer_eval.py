@@ -4,7 +4,6 @@ critical answer gates refusing broken answerers (in-process, real components).""
 from __future__ import annotations
 
 import json
-import shutil
 
 import dagster as dg
 import pytest
@@ -48,10 +47,9 @@ def env(fresh_home, built_index, tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def judged_env(judged_index, tmp_path, monkeypatch):
+def judged_env(judged_index, fresh_judged_home, tmp_path, monkeypatch):
     """A copy of the fixture index whose support judge the session trained (judged_index)."""
-    home = shutil.copytree(judged_index["home"], tmp_path / "home")
-    yield from _env(home, judged_index, tmp_path, monkeypatch)
+    yield from _env(fresh_judged_home, judged_index, tmp_path, monkeypatch)
 
 
 def _env(home, index, tmp_path, monkeypatch):

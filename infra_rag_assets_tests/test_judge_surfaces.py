@@ -4,7 +4,6 @@ POST /judge and live traces, on the fixture index with a judge trained on it."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import dagster as dg
 import pytest
@@ -30,10 +29,8 @@ BAD = {**GOOD, "id": "bad", "answer": "The default value of maxSurge is 25%. [1]
 
 
 @pytest.fixture
-def home(judged_index, tmp_path):
-    target = tmp_path / "home"
-    shutil.copytree(judged_index["home"], target)
-    return target
+def home(fresh_judged_home):
+    return fresh_judged_home
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ requests are bounded in number (their own in-flight bound inside --max-inflight)
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import threading
 import time
@@ -46,9 +45,8 @@ def _search_p95(url: str, n: int) -> float:
     return statistics.quantiles(times, n=20)[-1]
 
 
-def test_judge_requests_are_bounded_and_searches_keep_their_latency(judged_index, tmp_path):
-    home = tmp_path / "home"
-    shutil.copytree(judged_index["home"], home)
+def test_judge_requests_are_bounded_and_searches_keep_their_latency(fresh_judged_home, tmp_path):
+    home = fresh_judged_home
     server = Server(home, workers=1, log=tmp_path / "serve.log", extra=("--max-inflight", "8"))
     try:
         server.wait_ready()
