@@ -11,6 +11,10 @@ Not a schema check: a throwaway server (pg_server.py) holds the Dagster instance
     code server, its slot is freed by the daemon's run monitoring, and run retries rerun it to
     success.
 
+Each site pins the writer pools first, as deploy/README.md says a PostgreSQL deployment must:
+left to ``default_limit``, two runs that first use a pool at the same moment race to create its
+row and one of them fails (Dagster issue #33552; this test failed so in CI).
+
 The only change to the production yaml is shorter daemon intervals (run monitoring polls
 every 2 s instead of 60 s) so the test ends in minutes. Every subprocess gets this checkout on
 PYTHONPATH, as the package may be installed from another checkout.
@@ -18,6 +22,7 @@ PYTHONPATH, as the package may be installed from another checkout.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -64,7 +69,26 @@ def site(tmp_path, pg_server, request):  # noqa: F811
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("ANTHROPIC_API_KEY", None)
+    for pool in sorted(writer_pools()):  # the deploy step of deploy/README.md "Writer pools"
+        pinned = subprocess.run(
+            [_script("dagster"), "instance", "concurrency", "set", pool, "1"],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert pinned.returncode == 0, pinned.stderr[-2000:]
     return {"env": env, "db": db, "pg": pg_server}
+
+
+def _script(name: str) -> str:
+    """A console script installed beside this interpreter (dagster's CLIs have no `python -m` form)."""
+    script = Path(sys.executable).with_name(name)
+    return str(script) if script.exists() else name
+
+
+def writer_pools() -> set[str]:
+    """The pools the product's assets run in (read from the definitions, not listed here)."""
+    from infra_rag_assets.definitions import defs
+
+    return {op.pool for op in (getattr(a, "op", None) for a in defs.assets) if op is not None and op.pool}
 
 
 def _sql(site, sql: str, params: tuple = ()) -> list[tuple]:
@@ -117,10 +141,8 @@ def _steps(site, run_id: str, step: str) -> dict[str, float]:
 
 @pytest.fixture
 def daemon(site):
-    # The dagster-daemon script installed beside this interpreter (it has no `python -m` form).
-    script = Path(sys.executable).with_name("dagster-daemon")
     proc = subprocess.Popen(
-        [str(script) if script.exists() else "dagster-daemon", "run", "-w", str(workspace_yaml())],
+        [_script("dagster-daemon"), "run", "-w", str(workspace_yaml())],
         env=site["env"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -215,14 +237,27 @@ def test_daemon_runs_two_queued_builds_one_tantivy_writer_at_a_time(site, daemon
 
 
 def _failures(site, run_id: str) -> str:
-    """The step and run failure events of ``run_id``, one line each (what a failed run says)."""
+    """What a failed run says: its step and run failures and its engine events, one line each.
+    Dagster stores a run failure as ``PIPELINE_FAILURE`` (its pre-1.0 name), not ``RUN_FAILURE``."""
     rows = _sql(
         site,
         "SELECT step_key, dagster_event_type, event FROM event_logs WHERE run_id = %s AND dagster_event_type IN "
-        "('STEP_FAILURE', 'RUN_FAILURE') ORDER BY id",
+        "('STEP_FAILURE', 'PIPELINE_FAILURE', 'RUN_FAILURE', 'ENGINE_EVENT') ORDER BY id",
         (run_id,),
     )
-    return "\n".join(f"{run_id[:8]} {step or ''} {kind}: {event[-1500:]}" for step, kind, event in rows)
+    return "\n".join(f"{run_id[:8]} {step or ''} {kind}: {_said(event)}" for step, kind, event in rows)
+
+
+def _said(event: str) -> str:
+    """An event's message and, for a failure, its error's class, message and innermost frames."""
+    entry = json.loads(event)
+    data = (entry.get("dagster_event") or {}).get("event_specific_data") or {}
+    error = data.get("error") or {}
+    while error.get("cause"):
+        error = error["cause"]
+    frames = "".join(error.get("stack") or [])[-1200:]
+    said = entry.get("user_message") or (entry.get("dagster_event") or {}).get("message") or ""
+    return f"{said} {error.get('cls_name') or ''}: {error.get('message') or ''}\n{frames}".strip()
 
 
 def _worker_pid(site, run_id: str) -> int | None:
