@@ -20,10 +20,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import anthropic
-from anthropic.types import DocumentBlockParam, Message, TextBlockParam
+from typing import TYPE_CHECKING, Any
 
 from ... import settings
 from .answerers import resolve_answerer
@@ -31,6 +28,10 @@ from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
 from .reader import Reader, answer_reader
 from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms
+
+if TYPE_CHECKING:  # the SDK costs ~1.5 s to import: only a Claude call loads it (anthropic_sdk)
+    import anthropic
+    from anthropic.types import DocumentBlockParam, Message, TextBlockParam
 
 DEFAULT_MODEL = "claude-sonnet-4-6"  # override with INFRA_RAG_CLAUDE_MODEL
 DEFAULT_PROMPT = "answer-with-citations"
@@ -52,7 +53,7 @@ def answer_with_claude(
     started = time.perf_counter()
     try:
         response = (client or _default_client()).messages.create(**request)
-    except anthropic.AnthropicError as exc:
+    except anthropic_sdk().AnthropicError as exc:
         return _error_answer(base, one_line_error(exc), started)
     except TypeError as exc:  # the SDK signals "no credentials" with a bare TypeError
         return _no_credentials(base, exc, started)
@@ -79,7 +80,7 @@ def stream_with_claude(
         with (client or _default_client()).messages.stream(**request) as stream:
             yield from stream.text_stream
             response = stream.get_final_message()
-    except anthropic.AnthropicError as exc:
+    except anthropic_sdk().AnthropicError as exc:
         yield _error_answer(base, one_line_error(exc), started)
         return
     except TypeError as exc:
@@ -105,8 +106,16 @@ def _claude_request(
     return base, sent, request
 
 
+def anthropic_sdk():
+    """The anthropic module, imported on first use: every CLI start, code server and run step
+    imports this module, and most never call Claude."""
+    import anthropic
+
+    return anthropic
+
+
 def _default_client() -> anthropic.Anthropic:
-    return anthropic.Anthropic(timeout=60.0, max_retries=2)
+    return anthropic_sdk().Anthropic(timeout=60.0, max_retries=2)
 
 
 def _no_credentials(base: AnswerBase, exc: TypeError, started: float) -> Answer:
@@ -206,7 +215,7 @@ def _locate(text: str, start: int, end: int, cited: str) -> tuple[int, int, Matc
 
 
 def one_line_error(exc: anthropic.AnthropicError) -> str:
-    if isinstance(exc, anthropic.APIStatusError):
+    if isinstance(exc, anthropic_sdk().APIStatusError):
         detail = getattr(exc, "api_message", None) or exc.message
         msg = f"{type(exc).__name__}: HTTP {exc.status_code}: {detail}"
     else:

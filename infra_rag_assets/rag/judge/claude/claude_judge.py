@@ -19,12 +19,10 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from .... import settings
-from ...answer.generate import DEFAULT_MODEL, one_line_error
+from ...answer.generate import DEFAULT_MODEL, anthropic_sdk, one_line_error
 from ...answer.pricing import cost_usd
 from ...answer.records import elapsed_ms
 from ..batch import Item
@@ -32,6 +30,9 @@ from ..sentences import answer_sentences
 from ..trace import SUPPORTED_AT
 from .claude_reply import AXES, ReplyError, find_span, parse_reply, reply_object
 from .judge_prompts import JUDGE_PROMPT, PROMPT_VERSION, TOOL_NAME, TOOL_SCHEMA, prompt_hash, render_user
+
+if TYPE_CHECKING:  # imported on first use (generate.anthropic_sdk)
+    import anthropic
 
 BACKEND = "claude"
 TIMEOUT_S = 60.0  # per attempt; the SDK retries 408/429/5xx/529 and timeouts MAX_RETRIES times
@@ -57,7 +58,7 @@ def require_key(backend: str) -> None:
 
 def new_client() -> anthropic.Anthropic:
     """The client a judge made without one uses (key from ANTHROPIC_API_KEY)."""
-    return anthropic.Anthropic(timeout=TIMEOUT_S, max_retries=MAX_RETRIES)
+    return anthropic_sdk().Anthropic(timeout=TIMEOUT_S, max_retries=MAX_RETRIES)
 
 
 class ClaudeJudge:
@@ -105,7 +106,7 @@ class ClaudeJudge:
         started = time.perf_counter()
         try:
             response = self.client.messages.create(**request)
-        except anthropic.AnthropicError as exc:
+        except anthropic_sdk().AnthropicError as exc:
             return _failed(result, one_line_error(exc), started)
         except TypeError as exc:  # the SDK's "no credentials" is a bare TypeError
             if "authentication" not in str(exc):
