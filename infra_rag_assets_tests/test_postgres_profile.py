@@ -69,7 +69,8 @@ def site(tmp_path, pg_server, request):  # noqa: F811
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("ANTHROPIC_API_KEY", None)
-    for pool in sorted(writer_pools()):  # the deploy step of deploy/README.md "Writer pools"
+    # the deploy step of deploy/README.md, "Pin the writer pools once"
+    for pool in sorted(writer_pools()):
         pinned = subprocess.run(
             [_script("dagster"), "instance", "concurrency", "set", pool, "1"],
             env=env, capture_output=True, text=True, check=False,
