@@ -1,0 +1,108 @@
+"""Service throughput of several checkouts on one data home, in one session: `infra-rag serve
+--workers W` of each checkout in turn (its own code on PYTHONPATH), the same loopback load.
+
+Loads, each at ``--concurrency``: ``search`` (POST /search only), ``mixed`` (bench_serving's
+workload: 10 % offline POST /answer, by each checkout's default offline answerer) and, for
+checkouts whose /answer takes an ``answerer``, ``mixed-extractive`` (the same answers by the
+quoting answerer, so old and new answer alike). Rounds alternate the checkouts, so drift in the
+machine's speed falls on both.
+
+    python -m eval.compare_serving --home H --tree 118898b=/tmp/old --tree HEAD=. [--requests 1200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from eval.bench_serving import questions, stop, worker_rss_mb, workload
+from eval.loadgen import run_load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(checkout: Path, home: str, port: int, workers: int) -> subprocess.Popen:
+    env = {**os.environ, "INFRA_RAG_HOME": home, "PYTHONPATH": str(checkout)}
+    for name in ("ANTHROPIC_API_KEY", "OMP_NUM_THREADS"):
+        env.pop(name, None)
+    log = Path(tempfile.mkdtemp()) / "server.log"
+    command = [sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(port), "--workers", str(workers)]
+    proc = subprocess.Popen(
+        command, env=env, cwd=checkout, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{checkout}: server exited: {log.read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
+            return proc
+        except urllib.error.HTTPError:
+            return proc  # up, not healthy: it still serves
+        except OSError:
+            time.sleep(0.5)
+    stop(proc)
+    sys.exit(f"{checkout}: server did not come up in 300 s")
+
+
+def takes_answerer(checkout: Path) -> bool:
+    """Whether this checkout's /answer body has an ``answerer`` field."""
+    models = checkout / "infra_rag_assets" / "service" / "models.py"
+    return models.is_file() and "answerer" in models.read_text()
+
+
+def loads(qs: list[str], requests: int, checkout: Path) -> list[tuple[str, list]]:
+    mixed = workload(qs, requests, requests // 10, offset=16)
+    chosen = [("search", workload(qs, requests, 0, offset=16)), ("mixed", mixed)]
+    if takes_answerer(checkout):
+        quoting = [(p, {**b, "answerer": "extractive"}) if p == "/answer" else (p, b) for p, b in mixed]
+        chosen.append(("mixed-extractive", quoting))
+    return chosen
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--tree", action="append", required=True, help="NAME=CHECKOUT (repeat)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=1200, help="POST /search per load (+10%% /answer when mixed)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--port", type=int, default=8781)
+    ap.add_argument("--out", default=str(ROOT / "eval" / "results" / "serving_compare.json"))
+    args = ap.parse_args()
+    trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
+    qs, rows = questions(), []
+    base = f"http://127.0.0.1:{args.port}"
+    for round_ in range(args.rounds):
+        for name, checkout in trees.items():
+            proc = start(checkout, args.home, args.port, args.workers)
+            try:
+                run_load(base, workload(qs, 40, 0), 4)  # warm both workers
+                for load, work in loads(qs, args.requests, checkout):
+                    summary = run_load(base, work, args.concurrency).summary()
+                    row = {"tree": name, "round": round_, "load": load, **summary, "rss_mb": worker_rss_mb(proc),
+                           "load_average": round(os.getloadavg()[0], 2)}  # fmt: skip
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+            finally:
+                stop(proc)
+    result = {
+        "command": "python -m eval.compare_serving " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "trees": {k: str(v) for k, v in trees.items()},
+        "rows": rows,
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
