@@ -54,9 +54,14 @@ def workload(qs: list[str], searches: int, answers: int, offset: int = 0) -> lis
     return work
 
 
-def start_server(home: str, port: int, workers: int, max_inflight: int, log: Path) -> subprocess.Popen:
+def start_server(
+    home: str, port: int, workers: int, max_inflight: int, log: Path, checkout: Path | None = None
+) -> subprocess.Popen:
+    """`infra-rag serve` on ``home``, once it answers; ``checkout``: serve that checkout's code."""
     env = {**os.environ, "INFRA_RAG_HOME": home}
     env.pop("ANTHROPIC_API_KEY", None)
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -71,6 +76,7 @@ def start_server(home: str, port: int, workers: int, max_inflight: int, log: Pat
             str(max_inflight),
         ],
         env=env,
+        cwd=checkout,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,

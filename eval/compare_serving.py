@@ -15,42 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from eval.bench_serving import questions, stop, worker_rss_mb, workload
+from eval.bench_serving import questions, start_server, stop, worker_rss_mb, workload
 from eval.loadgen import run_load
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def start(checkout: Path, home: str, port: int, workers: int) -> subprocess.Popen:
-    env = {**os.environ, "INFRA_RAG_HOME": home, "PYTHONPATH": str(checkout)}
-    for name in ("ANTHROPIC_API_KEY", "OMP_NUM_THREADS"):
-        env.pop(name, None)
-    log = Path(tempfile.mkdtemp()) / "server.log"
-    command = [sys.executable, "-m", "infra_rag_assets", "serve", "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(
-        command, env=env, cwd=checkout, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{checkout}: server exited: {log.read_text()[-2000:]}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
-            return proc
-        except urllib.error.HTTPError:
-            return proc  # up, not healthy: it still serves
-        except OSError:
-            time.sleep(0.5)
-    stop(proc)
-    sys.exit(f"{checkout}: server did not come up in 300 s")
 
 
 def takes_answerer(checkout: Path) -> bool:
@@ -76,6 +49,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--requests", type=int, default=1200, help="POST /search per load (+10%% /answer when mixed)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--max-inflight", type=int, default=32)
     ap.add_argument("--port", type=int, default=8781)
     ap.add_argument("--out", default=str(ROOT / "eval" / "results" / "serving_compare.json"))
     args = ap.parse_args()
@@ -84,7 +58,8 @@ def main() -> None:
     base = f"http://127.0.0.1:{args.port}"
     for round_ in range(args.rounds):
         for name, checkout in trees.items():
-            proc = start(checkout, args.home, args.port, args.workers)
+            log = Path(tempfile.mkdtemp()) / "server.log"
+            proc = start_server(args.home, args.port, args.workers, args.max_inflight, log, checkout)
             try:
                 run_load(base, workload(qs, 40, 0), 4)  # warm both workers
                 for load, work in loads(qs, args.requests, checkout):
