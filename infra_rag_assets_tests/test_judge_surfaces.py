@@ -29,13 +29,8 @@ BAD = {**GOOD, "id": "bad", "answer": "The default value of maxSurge is 25%. [1]
 
 
 @pytest.fixture
-def home(fresh_judged_home):
-    return fresh_judged_home
-
-
-@pytest.fixture
-def run(home, monkeypatch):
-    monkeypatch.setenv("INFRA_RAG_HOME", str(home))
+def run(fresh_judged_home, monkeypatch):
+    monkeypatch.setenv("INFRA_RAG_HOME", str(fresh_judged_home))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     runner = CliRunner()
     return lambda *args, input=None: runner.invoke(main, list(args), input=input, catch_exceptions=False)
@@ -100,9 +95,9 @@ def test_answer_explain_shows_relevant_used_and_unsupported(run):
     assert "Answer sentences" in text and "Context" in text
 
 
-def test_post_judge_and_its_bounds(home, monkeypatch):
+def test_post_judge_and_its_bounds(fresh_judged_home, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with TestClient(create_app(DataHome.at(home), ServiceSettings(poll_s=0.2))) as http:
+    with TestClient(create_app(DataHome.at(fresh_judged_home), ServiceSettings(poll_s=0.2))) as http:
         good = http.post("/judge", json=GOOD)
         assert good.status_code == 200, good.text
         assert good.json()["sentences"][0]["passage"] == "p1" and good.json()["version"]
@@ -115,9 +110,9 @@ def test_post_judge_and_its_bounds(home, monkeypatch):
         assert http.post("/judge", json={**GOOD, "version": "release.json"}).status_code == 404
 
 
-def test_served_traces_judge_live_answers(run, home):
+def test_served_traces_judge_live_answers(run, fresh_judged_home):
     assert run("answer", "--offline", "What does maxSurge control in a Deployment?").exit_code == 0
-    store = DataHomeResource(home=str(home))
+    store = DataHomeResource(home=str(fresh_judged_home))
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([served_traces], resources={"store": store}, instance=instance)
     meta = result.asset_materializations_for_node("served_traces")[0].metadata

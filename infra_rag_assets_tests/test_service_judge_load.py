@@ -46,8 +46,7 @@ def _search_p95(url: str, n: int) -> float:
 
 
 def test_judge_requests_are_bounded_and_searches_keep_their_latency(fresh_judged_home, tmp_path):
-    home = fresh_judged_home
-    server = Server(home, workers=1, log=tmp_path / "serve.log", extra=("--max-inflight", "8"))
+    server = Server(fresh_judged_home, workers=1, log=tmp_path / "serve.log", extra=("--max-inflight", "8"))
     try:
         server.wait_ready()
         url = server.url
