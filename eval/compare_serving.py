@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from eval.bench_serving import questions, start_server, stop, worker_rss_mb, workload
@@ -26,16 +27,20 @@ from eval.loadgen import run_load
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def takes_answerer(checkout: Path) -> bool:
-    """Whether this checkout's /answer body has an ``answerer`` field."""
-    models = checkout / "infra_rag_assets" / "service" / "models.py"
-    return models.is_file() and "answerer" in models.read_text()
+def takes_answerer(base_url: str) -> bool:
+    """Whether the running server's /answer body has an ``answerer`` field (its OpenAPI schema)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/openapi.json", timeout=10) as reply:
+            schemas = json.loads(reply.read()).get("components", {}).get("schemas", {})
+    except (OSError, ValueError):
+        return False
+    return any("answerer" in (schema.get("properties") or {}) for schema in schemas.values())
 
 
-def loads(qs: list[str], requests: int, checkout: Path) -> list[tuple[str, list]]:
+def loads(qs: list[str], requests: int, answerer_field: bool) -> list[tuple[str, list]]:
     mixed = workload(qs, requests, requests // 10, offset=16)
     chosen = [("search", workload(qs, requests, 0, offset=16)), ("mixed", mixed)]
-    if takes_answerer(checkout):
+    if answerer_field:
         quoting = [(p, {**b, "answerer": "extractive"}) if p == "/answer" else (p, b) for p, b in mixed]
         chosen.append(("mixed-extractive", quoting))
     return chosen
@@ -62,7 +67,7 @@ def main() -> None:
             proc = start_server(args.home, args.port, args.workers, args.max_inflight, log, checkout)
             try:
                 run_load(base, workload(qs, 40, 0), 4)  # warm both workers
-                for load, work in loads(qs, args.requests, checkout):
+                for load, work in loads(qs, args.requests, takes_answerer(base)):
                     summary = run_load(base, work, args.concurrency).summary()
                     row = {"tree": name, "round": round_, "load": load, **summary, "rss_mb": worker_rss_mb(proc),
                            "load_average": round(os.getloadavg()[0], 2)}  # fmt: skip
