@@ -117,6 +117,29 @@ def test_trace_scores_follow_the_definitions():
         trace_scores(context, [], [], sentences, [0.9, 0.9])
 
 
+def test_list_items_and_headings_are_their_own_sentences():
+    answer = (
+        "Based on the passages, the limits are as follows:\n\n"
+        "* Requests reserve capacity on a node\n"
+        "* Limits cap what a container\n  may use [1]\n"
+        "## Defaults\n"
+        "1. The default value of maxSurge is 25%. It rounds up [2]\n"
+        "2) maxUnavailable defaults to 25% too"
+    )
+    sentences = answer_sentences(answer)
+    assert [s.text for s in sentences] == [
+        "Based on the passages, the limits are as follows:",
+        "Requests reserve capacity on a node",
+        "Limits cap what a container may use",  # a wrapped line continues its item
+        "Defaults",
+        "The default value of maxSurge is 25%.",
+        "It rounds up",
+        "maxUnavailable defaults to 25% too",
+    ]
+    assert [s.passages for s in sentences] == [(1,), (1,), (1,), (2,), (2,), (2,), ()]
+    assert sentences[3].is_claim is False  # a one-word heading states nothing
+
+
 @pytest.mark.parametrize(
     ("sentence", "gap"),
     [

@@ -22,8 +22,8 @@ MIN_COVERAGE = 1 / 3  # extractive: a sentence must touch this share of the ques
 
 
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})")
-_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
-_ITEM = re.compile(r"[ \t]*(?:[-*+>]|\d{1,3}[.)])[ \t]+")  # list item or block quote marker
+HEADING_MARKER = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+ITEM_MARKER = re.compile(r"[ \t]*(?:[-*+>]|\d{1,3}[.)])[ \t]+")  # list item or block quote marker
 _SENT_END = re.compile(r"[.!?][\"')\]*_`”’]*(?=\s+[\"'(\[*_`“‘]?[A-Z0-9`])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.")
 _PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
@@ -58,10 +58,10 @@ def _prose_blocks(text: str) -> list[list[int]]:
         start, pos = pos, pos + len(line)
         fence = _FENCE.match(line)
         fenced ^= bool(fence)
-        if fence or fenced or not line.strip() or _HEADING.match(line):
+        if fence or fenced or not line.strip() or HEADING_MARKER.match(line):
             cur = None
             continue
-        item = _ITEM.match(line)
+        item = ITEM_MARKER.match(line)
         row = line.lstrip().startswith("|")
         if cur is None or item or row:
             cur = [start + (item.end() if item else 0), pos]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..answer.extractive import EXTRACTIVE_PREFIX, sentence_spans
+from ..answer.extractive import EXTRACTIVE_PREFIX, HEADING_MARKER, ITEM_MARKER, sentence_spans
 from ..answer.records import PassageLike
 from ..index.analysis import prose_terms
 
@@ -103,8 +103,29 @@ def answer_sentences(text: str) -> list[AnswerSentence]:
 
 
 def _split(segment: str, cited: tuple[int, ...]) -> list[AnswerSentence]:
-    parts = (" ".join(p.split()) for p in _SENT_END.split(segment))
+    parts = (" ".join(p.split()) for block in _blocks(segment) for p in _SENT_END.split(block))
     return [AnswerSentence(p, cited) for p in parts if p and any(c.isalnum() for c in p)]
+
+
+def _blocks(segment: str) -> list[str]:
+    """Paragraphs, list items and headings, list markers and ``#`` removed: an LLM answer's
+    bullets often end without a full stop, and one "sentence" running from a lead-in through
+    five bullets would be judged as a whole. A wrapped line continues its block."""
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in segment.splitlines():
+        item = ITEM_MARKER.match(line)
+        heading = HEADING_MARKER.match(line)
+        if not line.strip() or item or heading:
+            if current:
+                blocks.append(" ".join(current))
+            current = []
+            line = line[item.end() :] if item else line.lstrip().lstrip("#") if heading else line
+        if line.strip():
+            current.append(line)
+    if current:
+        blocks.append(" ".join(current))
+    return blocks
 
 
 def overlaps(sentence: ContextSentence, start: int, end: int) -> bool:
