@@ -5,7 +5,7 @@ context sentence relevant to a question (``relevance``). Pairs come from ``judge
 seeded share of their pages is kept out of training to fit one Platt scaler per task
 (``calibration``), so what the judge returns can be read, multiplied and thresholded as
 probabilities. Support's scaler also sees cheap lexical checks of the claim against the passage
-(numbers, identifiers, negation, terms: ``judge_pairs.lexical_features``) the recipe names.
+(numbers, identifiers, negation: ``judge_pairs.lexical_features``) when the recipe says so.
 
 Layout of a judge directory (staged beside it, then renamed into place, like
 ``adapt/finetune.train_bi_encoder``)::
@@ -63,13 +63,11 @@ from .pairs.product_pairs import POSITIVE_KINDS, product_pairs
 
 JUDGE_JSON = "judge.json"
 MODEL_SUBDIR = "model"
-# The lexical checks support's calibrator sees beside the logit. "terms_absent" (the share of
-# the claim's terms the passages lack) was left out while the judge was chosen on constructed
-# pairs, where it adds nothing; on real LLM answers it is the strongest single signal: RAGTruth
-# QA out-of-fold over 36 sources (eval/judge_cv.py), sentences 0.742 -> 0.824 AUROC, answers
-# through `judge --batch` 0.775 -> 0.832, product DEV pairs and the DEV threshold's reference
-# answers unchanged. Numbers: docs/answers.md, "Support judge v4".
-FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
+# The lexical checks support's calibrator uses (held-out AUROC 0.986 -> 0.988 over the logit
+# alone). Not "terms_absent": +0.002 more (noise at 1,050 pairs) but it marks every real
+# paraphrase (an LLM rewording a passage) less supported, which constructed pairs cannot show.
+# Numbers: eval/results/support_judge.json, "support_calibrator_ablation_auroc".
+FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch")
 REAL_ANSWER_KINDS = ("ragtruth_",)  # pair kinds that are sentences of real LLM answers, human-labelled
 # The support threshold passes at least this share of the DEV faithful answer shapes (reference
 # answers, lead-ins, quotes, two-passage answers): the answer gates ask for 0.80 adherent, so a
@@ -103,7 +101,7 @@ class JudgeRecipe:
     relevance_share: float = 0.3
     contradict_share: float = 0.3  # changed claims shown with the original sentence kept
     token_loss: float = 0.5  # weight of the per-token unsupported loss (span labels) beside the pair loss
-    lexical_features: tuple[str, ...] = FEATURES  # support's calibrator sees these beside the logit
+    lexical_features: bool = True  # support's calibrator sees FEATURES beside the logit
     freeze_embeddings: bool = True
     pairs_version: str = PAIRS_VERSION
 
