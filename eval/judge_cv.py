@@ -5,8 +5,9 @@ resolved by it (docs/answers.md). This script folds the TRAIN and DEV RAGTruth Q
 (REPORT sources are never read) into ``--folds`` groups by a hash; for each fold it trains the
 recipe's judge on every pair except that fold's sources (calibrating on the remaining DEV
 sources), then scores the fold's answers as `judge --batch` does and sentence by sentence.
-The per-answer records (label, per-sentence raw logits and probabilities) go to ``--out`` so
-aggregations are compared afterwards without retraining (``--summarize``).
+The per-answer records (label, per-sentence raw logits and probabilities) go to
+``eval/results/judge_cv_<name>.jsonl`` (appended), so aggregations are compared afterwards
+without retraining (``--summarize``).
 
     python -m eval.judge_cv --name base [--folds 4] [recipe fields as options]
     python -m eval.judge_cv --name lists --judges base   # the same judges, scoring changed
@@ -28,7 +29,6 @@ from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_pa
 from infra_rag_assets.rag.judge.batch import Item, judge_items
 from infra_rag_assets.rag.judge.judge_training import PREFIX, logits, model_inputs
 from infra_rag_assets.rag.judge.pairs.judge_data import (
-    best_threshold,
     by_split,
     dataset_of,
     evidence,
@@ -40,15 +40,14 @@ from infra_rag_assets.rag.judge.pairs.judge_data import (
 from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, JudgePairs, load_train_rows
 from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS
 from infra_rag_assets.rag.judge.support_judge import (
-    FAITHFUL_KEPT,
     JudgeRecipe,
     SupportJudge,
-    calibrator_inputs,
+    fit_calibrator,
     fitted,
     recipe_pairs,
     train_support_judge,
 )
-from infra_rag_assets.rag.probabilities import auroc, auroc_interval, fit_platt
+from infra_rag_assets.rag.probabilities import auroc, auroc_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORING_CHARS = (1400, 1800)  # the passages' union at scoring (recipe default, and the RAGTruth pairs')
@@ -103,24 +102,21 @@ def recalibrate(judge: SupportJudge, calibration: list, features: tuple[str, ...
     beside the logit (what ``support_judge.calibrate`` does with ``FEATURES``); the DEV pairs'
     raw logits are cached per judge. Returns DEV figures of the refitted calibrator."""
     chosen = [fitted(p, judge.evidence_chars) for p in calibration if p.task == SUPPORT]
-    firsts, seconds = model_inputs(chosen)
     if cache.is_file():
         raw = np.load(cache)
     else:
+        firsts, seconds = model_inputs(chosen)
         raw = np.asarray(logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length))
         np.save(cache, raw)
-    labels = [p.label for p in chosen]
-    x, names = calibrator_inputs(SUPPORT, raw, [p.first for p in chosen], seconds, features)
-    platt = fit_platt(x, labels, names)
-    probs = platt.apply(x)
-    kinds = np.array([p.kind for p in chosen])
-    at = best_threshold(probs, labels, list(kinds), (POSITIVE_KINDS, FAITHFUL_KEPT))
+    platt, probs, at = fit_calibrator(SUPPORT, raw, chosen, features)
     judge.calibrators[SUPPORT], judge.threshold = platt, at
     judge.thresholds[SUPPORT] = at
+    kinds = np.array([p.kind for p in chosen])
+    labels = [p.label for p in chosen]
     y = np.array(labels)
     product = np.isin(kinds, (*POSITIVE_KINDS, *NEGATIVE_KINDS))
     ref = kinds == "reference"
-    return {"weights": dict(zip(names, platt.weights)), "threshold": at,
+    return {"weights": dict(zip(platt.inputs, platt.weights)), "threshold": at,
             "product_auroc_dev": round(auroc(probs[product], y[product]), 4),
             "reference_adherent_dev": round(float((probs[ref] >= at).mean()), 4)}  # fmt: skip
 
@@ -192,7 +188,7 @@ def main() -> None:
         judge = SupportJudge.load(target)
         calibration = {}
         if args.features:
-            features = tuple(f for f in args.features.split(",") if f != "none")
+            features = tuple(args.features.split(","))
             cache = target / "dev_support_logits.npy"
             calibration = recalibrate(judge, by_split(kept)["dev"], features, cache)
             print(json.dumps({"fold": fold, **calibration}), flush=True)

@@ -289,14 +289,24 @@ def calibrate(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], recipe: Ju
             raise ValueError(f"calibration pages hold no {task} pairs of both labels")
         firsts, seconds = model_inputs(chosen)
         raw = logits(model, tokenizer, firsts, seconds, recipe.max_seq_length)
-        labels = [p.label for p in chosen]
-        x, names = calibrator_inputs(task, raw, [p.first for p in chosen], seconds, recipe.lexical_features)
-        calibrators[task] = fit_platt(x, labels, names)
-        probs = calibrators[task].apply(x)
-        keep = (POSITIVE_KINDS, FAITHFUL_KEPT) if task == SUPPORT else None
-        thresholds[task] = best_threshold(probs, labels, [p.kind for p in chosen], keep)
-        metrics[task] = {**score_report(raw, probs, labels), "threshold": thresholds[task]}
+        calibrators[task], probs, thresholds[task] = fit_calibrator(task, raw, chosen, recipe.lexical_features)
+        metrics[task] = {**score_report(raw, probs, [p.label for p in chosen]), "threshold": thresholds[task]}
     return calibrators, metrics, thresholds
+
+
+def fit_calibrator(
+    task: str, raw: np.ndarray | Sequence[float], chosen: Sequence[JudgePair], lexical: bool | Sequence[str]
+) -> tuple[Platt, np.ndarray, float]:
+    """(scaler, its probabilities, threshold) for one task's calibration pairs ``chosen`` (their
+    passages already ``fitted``) and their raw logits ``raw``; ``lexical`` as in
+    ``calibrator_inputs``."""
+    labels = [p.label for p in chosen]
+    _, seconds = model_inputs(chosen)
+    x, names = calibrator_inputs(task, np.asarray(raw), [p.first for p in chosen], seconds, lexical)
+    platt = fit_platt(x, labels, names)
+    probs = platt.apply(x)
+    keep = (POSITIVE_KINDS, FAITHFUL_KEPT) if task == SUPPORT else None
+    return platt, probs, best_threshold(probs, labels, [p.kind for p in chosen], keep)
 
 
 def score_report(raw: Sequence[float] | np.ndarray, probs: Sequence[float] | np.ndarray, labels: Sequence[int]) -> dict:
