@@ -137,7 +137,10 @@ def test_list_items_and_headings_are_their_own_sentences():
         "maxUnavailable defaults to 25% too",
     ]
     assert [s.passages for s in sentences] == [(1,), (1,), (1,), (2,), (2,), (2,), ()]
-    assert sentences[3].is_claim is False  # a one-word heading states nothing
+    # a lead-in to a list and a one-word heading state nothing; a colon elsewhere is a claim
+    assert [s.is_claim for s in sentences] == [False, True, True, False, True, True, True]
+    quote = answer_sentences("After creating the cron job, get its status using this command: kubectl get cronjob")
+    assert quote[0].is_claim and answer_sentences("Run the example CronJob by using this command:")[0].is_claim
 
 
 @pytest.mark.parametrize(

@@ -38,11 +38,13 @@ class ContextSentence:
 class AnswerSentence:
     text: str
     passages: tuple[int, ...]  # the passage numbers its markers cite (empty: uncited)
+    introduces_list: bool = False  # ends in ":" right before list items ("The defaults are:")
 
     @property
     def has_content(self) -> bool:
-        """Connective text ("Here is how:") states nothing to support."""
-        return len(prose_terms(self.text)) >= 2
+        """Connective text ("Here is how:", a lead-in to a list: its items say what it
+        announces) states nothing to support."""
+        return len(prose_terms(self.text)) >= 2 and not self.introduces_list
 
     @property
     def is_claim(self) -> bool:
@@ -103,28 +105,39 @@ def answer_sentences(text: str) -> list[AnswerSentence]:
 
 
 def _split(segment: str, cited: tuple[int, ...]) -> list[AnswerSentence]:
-    parts = (" ".join(p.split()) for block in _blocks(segment) for p in _SENT_END.split(block))
-    return [AnswerSentence(p, cited) for p in parts if p and any(c.isalnum() for c in p)]
+    out = []
+    blocks = _blocks(segment)
+    for k, (block, _) in enumerate(blocks):
+        parts = [" ".join(p.split()) for p in _SENT_END.split(block)]
+        parts = [p for p in parts if p and any(c.isalnum() for c in p)]
+        before_items = k + 1 < len(blocks) and blocks[k + 1][1]
+        out += [
+            AnswerSentence(p, cited, bool(before_items and i == len(parts) - 1 and p.endswith(":")))
+            for i, p in enumerate(parts)
+        ]
+    return out
 
 
-def _blocks(segment: str) -> list[str]:
-    """Paragraphs, list items and headings, list markers and ``#`` removed: an LLM answer's
-    bullets often end without a full stop, and one "sentence" running from a lead-in through
-    five bullets would be judged as a whole. A wrapped line continues its block."""
-    blocks: list[str] = []
+def _blocks(segment: str) -> list[tuple[str, bool]]:
+    """(text, is a list item) of paragraphs, list items and headings, list markers and ``#``
+    removed: an LLM answer's bullets often end without a full stop, and one "sentence" running
+    from a lead-in through five bullets would be judged as a whole. A wrapped line continues
+    its block."""
+    blocks: list[tuple[str, bool]] = []
     current: list[str] = []
+    is_item = False
     for line in segment.splitlines():
         item = ITEM_MARKER.match(line)
         heading = HEADING_MARKER.match(line)
         if not line.strip() or item or heading:
             if current:
-                blocks.append(" ".join(current))
-            current = []
+                blocks.append((" ".join(current), is_item))
+            current, is_item = [], bool(item)
             line = line[item.end() :] if item else line.lstrip().lstrip("#") if heading else line
         if line.strip():
             current.append(line)
     if current:
-        blocks.append(" ".join(current))
+        blocks.append((" ".join(current), is_item))
     return blocks
 
 
