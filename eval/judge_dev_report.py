@@ -10,6 +10,7 @@ response-level AUROC / F1 (a response is as supported as its weakest sentence), 
 of reference answers judged adherent with their page's chunk(s) as context.
 
     python -m eval.judge_dev_report [--train-pairs N (recipe fields as options)] [--out eval/results/answer_judge.json]
+    python -m eval.judge_dev_report --judge DIR --features a,b,c   # DIR's support calibrator refit on DEV
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def main() -> None:
     ap.add_argument("--score-device", default="cpu", help="score the report on this device (cpu: the int8 judge)")
     ap.add_argument("--judge", default="", help="report on this trained judge folder (no training)")
     ap.add_argument("--splits", default="dev,report")
+    ap.add_argument("--features", default="", help="with --judge: refit its support calibrator on DEV with these")
     ap.add_argument("--hand-labels", action="store_true", help="also score the packaged hand labels")
     ap.add_argument(
         "--real-answers-in-full", type=lambda v: v.lower() in ("1", "true", "yes"), default=True,
@@ -206,8 +208,14 @@ def main() -> None:
     else:
         record = train_support_judge(base, used, target, recipe, progress=_progress(), device=args.device)
     judge = SupportJudge.load(target, args.score_device)
-    scoring = time.perf_counter()
     report: dict = {}
+    if args.features:  # scoring-side change: same weights, calibrator and threshold refit on DEV
+        from eval.judge_cv import recalibrate  # it imports this module
+
+        features = tuple(args.features.split(","))
+        report["refit"] = recalibrate(judge, parts["dev"], features, Path(tempfile.mkdtemp()) / "dev_logits.npy")
+        record = {**record, "thresholds": dict(judge.thresholds)}
+    scoring = time.perf_counter()
     for split in args.splits.split(","):  # each split's numbers are written as soon as they exist
         report[split] = split_report(judge, parts[split], folder, split)
         partial = {"judge": str(target), "thresholds": record["thresholds"], "partial": True, **report}

@@ -26,6 +26,7 @@ from infra_rag_assets.rag.judge.pairs.judge_pairs import (
     mutate,
     page_split,
     paraphrase,
+    polarity_mismatch,
     split_for_calibration,
     window,
 )
@@ -115,10 +116,42 @@ def test_window_holds_the_sentence_and_cuts_at_whitespace():
 @pytest.mark.unit
 def test_lexical_features_flag_what_mutations_change():
     passage = "The kubelet restarts a Pod at most 3 times. Set `maxSurge` to tune rollouts."
-    assert lexical_features("The kubelet restarts a Pod at most 3 times.", passage) == [0.0, 0.0, 0.0, 0.0]
-    numbers, idents, negation, terms = lexical_features("The kubelet never restarts a Pod 5 times.", passage)
-    assert numbers == 1.0 and idents == 0.0 and negation == 1.0 and 0 < terms < 1
+    assert lexical_features("The kubelet restarts a Pod at most 3 times.", passage) == [0.0, 0.0, 0.0, 0.0, 0.0]
+    numbers, idents, negation, terms, polarity = lexical_features("The kubelet never restarts a Pod 5 times.", passage)
+    assert numbers == 1.0 and idents == 0.0 and negation == 1.0 and polarity == 1.0 and 0 < terms < 1
     assert lexical_features("Set `maxUnavailable` to tune rollouts.", passage)[1] == 1.0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("claim", "sentence", "flagged"),
+    [
+        ("Pods are not restarted after a failure.", "Pods are restarted after a failure.", True),
+        (
+            "No, Kubernetes does recommend a metrics pipeline.",
+            "Kubernetes does not recommend any metrics pipeline.",
+            True,
+        ),
+        ("The field is optional.", "The field is required for every Pod.", True),
+        ("The flag is always set.", "The flag is never set.", True),
+        (
+            "Kubernetes doesn't recommend a metrics pipeline.",
+            "Kubernetes does not recommend any metrics pipeline.",
+            False,
+        ),
+        ("The feature is disabled by default.", "The feature is not enabled by default.", False),
+        ("Without a selector, no Pods are matched.", "A Service without a selector matches no Pods.", False),
+        (
+            "Secrets are not encrypted at rest by default.",
+            "By default, Secrets are stored unencrypted; nothing is encrypted.",
+            False,
+        ),
+    ],
+)
+def test_polarity_mismatch_compares_what_is_negated(claim, sentence, flagged):
+    """Reworded right claims keep their polarity; a flipped negation or an antonym is flagged, even
+    when the sentence holds some other negation (which the older presence check missed)."""
+    assert polarity_mismatch(claim, sentence) == float(flagged)
 
 
 @pytest.mark.unit

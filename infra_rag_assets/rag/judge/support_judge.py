@@ -66,7 +66,9 @@ MODEL_SUBDIR = "model"
 # The lexical checks support's calibrator uses (held-out AUROC 0.986 -> 0.988 over the logit
 # alone). Not "terms_absent": +0.002 more (noise at 1,050 pairs) but it marks every real
 # paraphrase (an LLM rewording a passage) less supported, which constructed pairs cannot show.
-# Numbers: eval/results/support_judge.json, "support_calibrator_ablation_auroc".
+# Numbers: eval/results/support_judge.json, "support_calibrator_ablation_auroc". Nor
+# "polarity_mismatch" (12-07): it catches negation edits (REPORT AUROC 0.68 -> 0.84) but its
+# refit raised the threshold, and clean real LLM answers judged adherent fell (docs/answers.md).
 FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch")
 REAL_ANSWER_KINDS = ("ragtruth_",)  # pair kinds that are sentences of real LLM answers, human-labelled
 # The support threshold passes at least this share of the DEV faithful answer shapes (reference

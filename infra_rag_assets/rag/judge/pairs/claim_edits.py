@@ -24,7 +24,7 @@ COMPONENT_GROUPS = (
 )
 # fmt: on
 MUTATIONS = ("number", "negation", "identifier", "component")
-LEXICAL_FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
+LEXICAL_FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent", "polarity_mismatch")
 _COMPONENT = {n: re.compile(rf"(?<![\w-]){re.escape(n)}(?=s?(?![\w-]))") for g in COMPONENT_GROUPS for n in g}
 # fmt: off
 _MODALS = ("must", "should", "is", "are", "will", "does", "do")  # "X" <-> "X not"
@@ -45,6 +45,20 @@ _CLAUSE = re.compile(r"^(If|When|Unless|Once|After|Before) ([^,]{3,120}), (.+?)(
 _CONJUNCT = re.compile(r"\b([A-Za-z][\w-]{2,}) (and|or) ([A-Za-z][\w-]{2,})\b")
 _PAREN = re.compile(r"\s*\([^()]{1,80}\)")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+_POLARITY_TOKEN = re.compile(r"[a-z0-9][a-z0-9'-]*|[,;:.!?()]")
+_NEGATORS = frozenset("not no never cannot neither nor without none nothing nobody".split())
+_SCOPE_ENDS = frozenset(",;:.!?()") | {"but", "and", "or", "while", "whereas", "although"}
+_SCOPE = 1  # a negator negates the next content word of its clause: "does not (be) recommend(ed)"
+_NOT_ONLY = frozenset(("only", "just", "merely"))  # "not only X but Y" states X
+_ADVERBS = frozenset("even also always still yet ever quite really necessarily all".split())  # skipped by a scope
+_POLARITY_COVERAGE = 0.5
+_NOT_CONTENT = (
+    frozenset(
+        "a an the is are was were be been being do does did has have had will would can could should must may might "
+        "to of in on at by for with from as that this these those it its there their they which who".split()
+    )
+    | _NEGATORS
+)
 
 
 def coverage(claim: str, passage: str) -> float:
@@ -66,7 +80,49 @@ def lexical_features(claim: str, passage: str) -> list[float]:
         sum(i not in low for i in idents) / len(idents) if idents else 0.0,
         float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(best))),
         1.0 - coverage(claim, passage),
+        polarity_mismatch(claim, best),
     ]
+
+
+def _negated_words(text: str) -> tuple[set[str], set[str]]:
+    """(content words, those of them a negator negates somewhere in ``text``): a negator reaches
+    its clause's next content word, past adverbs ("not even allowed"); "not only" negates nothing."""
+    words, negated, reach = set(), set(), 0
+    for token in _POLARITY_TOKEN.findall(text.lower().replace("\u2019", "'").replace("n't", " not")):
+        if token in _SCOPE_ENDS:
+            reach = 0
+        elif token in _NEGATORS:
+            reach = _SCOPE
+        elif reach and token in _NOT_ONLY:
+            reach = 0
+        elif token not in _NOT_CONTENT:
+            words.add(token)
+            if reach:
+                negated.add(token)
+                reach -= not (token in _ADVERBS or token.endswith("ly"))
+    return words, negated
+
+
+def polarity_mismatch(claim: str, sentence: str) -> float:
+    """1.0 when the claim says the opposite of ``sentence`` (the passage sentence most like it, when
+    it holds at least half the claim's terms): a word both share is negated in one and not the
+    other ("does recommend" / "does not recommend"), or the claim holds a word where the sentence
+    holds its antonym with the same negation ("optional" / "required"). Where the old
+    ``negation_mismatch`` only compares whether a negation appears anywhere, this one compares
+    what it negates."""
+    if coverage(claim, sentence) < _POLARITY_COVERAGE:
+        return 0.0  # another statement, not a restatement: nothing to compare polarity with
+    claim_words, claim_negated = _negated_words(claim)
+    sentence_words, sentence_negated = _negated_words(sentence)
+    if (claim_negated ^ sentence_negated) & claim_words & sentence_words:
+        return 1.0
+    swapped = (
+        (a in claim_negated) == (b in sentence_negated)
+        for x, y in _ANTONYMS
+        for a, b in ((x, y), (y, x))
+        if a in claim_words and b in sentence_words and a not in sentence_words and b not in claim_words
+    )
+    return float(any(swapped))
 
 
 def mutate(kind: str, claim: str, rng: random.Random, identifiers: Sequence[str] = ()) -> str | None:

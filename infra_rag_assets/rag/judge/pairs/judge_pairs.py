@@ -42,6 +42,7 @@ from .claim_edits import (  # noqa: F401 - re-exported: the pair rules' public n
     lexical_features,
     mutate,
     paraphrase,
+    polarity_mismatch,
     window,
 )
 
