@@ -97,17 +97,18 @@ def score_fold(judge: SupportJudge, rows: list[dict]) -> list[dict]:
     return out
 
 
-def recalibrate(judge: SupportJudge, calibration: list, features: tuple[str, ...], cache: Path) -> dict:
+def recalibrate(judge: SupportJudge, calibration: list, features: tuple[str, ...], cache: Path | None = None) -> dict:
     """Refit the fold judge's support calibrator and threshold on its DEV pairs with ``features``
     beside the logit (what ``support_judge.calibrate`` does with ``FEATURES``); the DEV pairs'
-    raw logits are cached per judge. Returns DEV figures of the refitted calibrator."""
+    raw logits are cached in ``cache`` when given. Returns DEV figures of the refitted calibrator."""
     chosen = [fitted(p, judge.evidence_chars) for p in calibration if p.task == SUPPORT]
-    if cache.is_file():
+    if cache and cache.is_file():
         raw = np.load(cache)
     else:
         firsts, seconds = model_inputs(chosen)
         raw = np.asarray(logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length))
-        np.save(cache, raw)
+        if cache:
+            np.save(cache, raw)
     platt, probs, at = fit_calibrator(SUPPORT, raw, chosen, features)
     judge.calibrators[SUPPORT], judge.threshold = platt, at
     judge.thresholds[SUPPORT] = at

@@ -212,8 +212,7 @@ def main() -> None:
     if args.features:  # scoring-side change: same weights, calibrator and threshold refit on DEV
         from eval.judge_cv import recalibrate  # it imports this module
 
-        features = tuple(args.features.split(","))
-        report["refit"] = recalibrate(judge, parts["dev"], features, Path(tempfile.mkdtemp()) / "dev_logits.npy")
+        report["refit"] = recalibrate(judge, parts["dev"], tuple(args.features.split(",")))
         record = {**record, "thresholds": dict(judge.thresholds)}
     scoring = time.perf_counter()
     for split in args.splits.split(","):  # each split's numbers are written as soon as they exist

@@ -50,7 +50,6 @@ from .judge_training import (
 )
 from .pairs.judge_data import best_threshold, evidence, public_pairs, source_split
 from .pairs.judge_pairs import (
-    LEXICAL_FEATURES,
     PAIRS_VERSION,
     RELEVANCE,
     SUPPORT,
@@ -267,9 +266,8 @@ def calibrator_inputs(
     names = ("logit", *(FEATURES if lexical is True else lexical or ()))
     if task != SUPPORT or len(names) == 1:
         return np.asarray(raw, dtype=np.float64)[:, None], ("logit",)
-    columns = [LEXICAL_FEATURES.index(name) for name in names[1:]]
-    feats = np.array([lexical_features(f, s) for f, s in zip(firsts, seconds)], dtype=np.float64)
-    return np.hstack([np.asarray(raw, dtype=np.float64)[:, None], feats.reshape(len(raw), -1)[:, columns]]), names
+    feats = np.array([lexical_features(f, s, names[1:]) for f, s in zip(firsts, seconds)], dtype=np.float64)
+    return np.hstack([np.asarray(raw, dtype=np.float64)[:, None], feats.reshape(len(raw), -1)]), names
 
 
 def fitted(pair: JudgePair, chars: int) -> JudgePair:

@@ -67,21 +67,37 @@ def coverage(claim: str, passage: str) -> float:
     return len(terms & set(prose_terms(passage))) / len(terms) if terms else 1.0
 
 
-def lexical_features(claim: str, passage: str) -> list[float]:
-    """What the mutations change, checked cheaply (``LEXICAL_FEATURES``, shares in [0, 1]): claim
-    numbers and identifiers absent from the passage, a negation in the claim but not in the
-    passage sentence most like it (or the reverse), claim terms absent."""
-    low, numbers = passage.lower(), set(NUMBER.findall(passage))
-    nums = NUMBER.findall(claim)
-    idents = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)]
-    best = max((passage[s:e] for s, e in sentence_spans(passage)), key=lambda t: coverage(claim, t), default=passage)
-    return [
-        sum(n not in numbers for n in nums) / len(nums) if nums else 0.0,
-        sum(i not in low for i in idents) / len(idents) if idents else 0.0,
-        float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(best))),
-        1.0 - coverage(claim, passage),
-        polarity_mismatch(claim, best),
-    ]
+def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FEATURES) -> list[float]:
+    """What the mutations change, checked cheaply (shares in [0, 1]), for the ``names`` asked
+    (of ``LEXICAL_FEATURES``, in their order; only those are computed: this runs on every judged
+    sentence): claim numbers and identifiers absent from the passage, a negation in the claim but
+    not in the passage sentence most like it (or the reverse), claim terms absent, and what a
+    negation negates there (``polarity_mismatch``)."""
+    best = None
+
+    def most_like() -> str:
+        nonlocal best
+        if best is None:
+            spans = sentence_spans(passage)
+            best = max((passage[s:e] for s, e in spans), key=lambda t: coverage(claim, t), default=passage)
+        return best
+
+    def value(name: str) -> float:
+        if name == "numbers_absent":
+            nums, numbers = NUMBER.findall(claim), set(NUMBER.findall(passage))
+            return sum(n not in numbers for n in nums) / len(nums) if nums else 0.0
+        if name == "identifiers_absent":
+            idents, low = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)], passage.lower()
+            return sum(i not in low for i in idents) / len(idents) if idents else 0.0
+        if name == "negation_mismatch":
+            return float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(most_like())))
+        if name == "terms_absent":
+            return 1.0 - coverage(claim, passage)
+        if name == "polarity_mismatch":
+            return polarity_mismatch(claim, most_like())
+        raise ValueError(f"unknown lexical feature {name!r}")
+
+    return [value(name) for name in names]
 
 
 def _negated_words(text: str) -> tuple[set[str], set[str]]:
