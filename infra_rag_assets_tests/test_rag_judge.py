@@ -120,6 +120,10 @@ def test_lexical_features_flag_what_mutations_change():
     numbers, idents, negation, terms, polarity = lexical_features("The kubelet never restarts a Pod 5 times.", passage)
     assert numbers == 1.0 and idents == 0.0 and negation == 1.0 and polarity == 1.0 and 0 < terms < 1
     assert lexical_features("Set `maxUnavailable` to tune rollouts.", passage)[1] == 1.0
+    # words that point at the source state nothing a passage must hold; an added fact still counts
+    for lead in ('The guide says: "Set `maxSurge` to tune rollouts."', "Based on the passages, set `maxSurge` to tune rollouts."):  # fmt: skip
+        assert lexical_features(lead, passage, ("terms_absent",)) == [0.0], lead
+    assert lexical_features("The documentation says to set `maxSurge` weekly.", passage, ("terms_absent",))[0] > 0
 
 
 @pytest.mark.unit
@@ -237,11 +241,14 @@ def test_calibration_maths():
 
 
 @pytest.mark.unit
-def test_judge_key_is_a_content_address():
+def test_judge_key_is_a_content_address(monkeypatch):
     recipe = JudgeRecipe()
     key = judge_key(recipe, "train", "chunks", "weights")
     assert len(key) == 12 and int(key, 16) >= 0 and key == judge_key(JudgeRecipe(), "train", "chunks", "weights")
     assert key != judge_key(JudgeRecipe(epochs=2), "train", "chunks", "weights")
+    assert key != judge_key(JudgeRecipe(lexical_features=False), "train", "chunks", "weights")
+    monkeypatch.setattr(support_judge, "FEATURES", (*support_judge.FEATURES, "terms_absent"))
+    assert key != judge_key(recipe, "train", "chunks", "weights")  # the calibrator would read other checks
     assert key != judge_key(recipe, "train2", "chunks", "weights") != judge_key(recipe, "train", "chunks", "w2")
 
 

@@ -113,7 +113,8 @@ class JudgeRecipe:
 def judge_key(
     recipe: JudgeRecipe, train_data_hash: str, chunks_hash: str, base_weights_hash: str, judge_data_hash: str = ""
 ) -> str:
-    """Directory name of the judge these inputs train: a hash of every input, by content."""
+    """Directory name of the judge these inputs train: a hash of every input, by content (the
+    checks its support calibrator reads included: a judge calibrated on other ones is not reused)."""
     return stable_hash(
         {
             "chunks_hash": chunks_hash,
@@ -121,6 +122,7 @@ def judge_key(
             "train_data_hash": train_data_hash,
             "judge_data_hash": judge_data_hash,
             "recipe": recipe.to_dict(),
+            "calibrator_features": list(FEATURES) if recipe.lexical_features else [],
         },
         12,
     )

@@ -52,6 +52,14 @@ _SCOPE = 1  # a negator negates the next content word of its clause: "does not (
 _NOT_ONLY = frozenset(("only", "just", "merely"))  # "not only X but Y" states X
 _ADVERBS = frozenset("even also always still yet ever quite really necessarily all".split())  # skipped by a scope
 _POLARITY_COVERAGE = 0.5
+# Words with which an answer points at its source ("The guide says ...", "Based on the passages,
+# ...", "According to the documentation"): they state nothing about the world, so a passage
+# that lacks them lacks no claim (stemmed, as ``prose_terms`` writes them).
+_ATTRIBUTION = frozenset(prose_terms(
+    "according based documentation document docs doc guide guides page pages passage passages text article "
+    "source sources context section manual tutorial reference references says say said states stated explains "
+    "explained mentions mentioned describes described notes noted provided given information"
+))
 _NOT_CONTENT = (
     frozenset(
         "a an the is are was were be been being do does did has have had will would can could should must may might "
@@ -61,9 +69,9 @@ _NOT_CONTENT = (
 )
 
 
-def coverage(claim: str, passage: str) -> float:
-    """Share of the claim's stemmed content terms found in the passage (1.0 for no terms)."""
-    terms = set(prose_terms(claim))
+def coverage(claim: str, passage: str, ignore: frozenset[str] = frozenset()) -> float:
+    """Share of the claim's stemmed content terms (less ``ignore``) found in the passage (1.0 for no terms)."""
+    terms = set(prose_terms(claim)) - ignore
     return len(terms & set(prose_terms(passage))) / len(terms) if terms else 1.0
 
 
@@ -72,7 +80,8 @@ def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FE
     (of ``LEXICAL_FEATURES``, in their order; only those are computed: this runs on every judged
     sentence): claim numbers and identifiers absent from the passage, a negation in the claim but
     not in the passage sentence most like it (or the reverse), claim terms absent, and what a
-    negation negates there (``polarity_mismatch``)."""
+    negation negates there (``polarity_mismatch``). Words pointing at the source ("the guide
+    says") are not claim terms."""
     best = None
 
     def most_like() -> str:
@@ -92,7 +101,7 @@ def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FE
         if name == "negation_mismatch":
             return float(bool(NEGATION_CUES.search(claim)) != bool(NEGATION_CUES.search(most_like())))
         if name == "terms_absent":
-            return 1.0 - coverage(claim, passage)
+            return 1.0 - coverage(claim, passage, _ATTRIBUTION)
         if name == "polarity_mismatch":
             return polarity_mismatch(claim, most_like())
         raise ValueError(f"unknown lexical feature {name!r}")
