@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .asked import asked_part
 from .extractive import sentence_spans
 from .prompts import ABSTENTION
 from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
@@ -90,10 +91,16 @@ class Reader:
             if key not in seen:
                 seen.add(key)
                 found.append(s)
-        asked = content_words(question)
-        found = sorted(found, key=lambda s: -len(asked & content_words(texts[s.passage][s.start : s.end])))
-        found = found[:MAX_CANDIDATES]
-        scores = sentence_scores(self.model, question, [texts[s.passage][s.start : s.end] for s in found])
+        focus = asked_part(question)  # a question carrying instructions is also scored without them
+        asks = [question] if focus == " ".join(question.split()) else [question, focus]
+        words = [content_words(q) for q in reversed(asks)]  # the asked words order candidates first
+
+        def shared(s: Span) -> tuple[int, ...]:
+            own = content_words(texts[s.passage][s.start : s.end])
+            return tuple(-len(w & own) for w in words)
+
+        found = sorted(found, key=shared)[:MAX_CANDIDATES]
+        scores = sentence_scores(self.model, asks, [texts[s.passage][s.start : s.end] for s in found])
         lead = lead_over_rest(scores)
         best = np.argsort(-scores, kind="stable")[:top]
         picked = [Span(found[i].passage, found[i].start, found[i].end, float(scores[i])) for i in best]

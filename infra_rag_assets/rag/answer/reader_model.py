@@ -77,9 +77,11 @@ def unit_vectors(model: Any, texts: Sequence[str], batch_size: int = 8) -> np.nd
                         show_progress_bar=False)  # fmt: skip
 
 
-def sentence_scores(model: Any, question: str, sentences: Sequence[str], batch_size: int = 8) -> np.ndarray:
-    """Cosine of the question with each sentence, in one batch."""
+def sentence_scores(model: Any, questions: str | Sequence[str], sentences: Sequence[str], batch_size: int = 8) -> np.ndarray:
+    """Cosine of the question with each sentence, in one batch; given several wordings of one
+    question (``asked.asked_part``), each sentence keeps its best."""
     if not sentences:
         return np.zeros(0)
-    vectors = unit_vectors(model, [question, *sentences], batch_size)
-    return (vectors[1:] @ vectors[0]).astype(np.float64)
+    asks = [questions] if isinstance(questions, str) else list(questions)
+    vectors = unit_vectors(model, [*asks, *sentences], batch_size)
+    return (vectors[len(asks) :] @ vectors[: len(asks)].T).max(axis=1).astype(np.float64)
