@@ -121,7 +121,8 @@ def test_lexical_features_flag_what_mutations_change():
     assert numbers == 1.0 and idents == 0.0 and negation == 1.0 and polarity == 1.0 and 0 < terms < 1
     assert lexical_features("Set `maxUnavailable` to tune rollouts.", passage)[1] == 1.0
     # words that point at the source state nothing a passage must hold; an added fact still counts
-    for lead in ('The guide says: "Set `maxSurge` to tune rollouts."', "Based on the passages, set `maxSurge` to tune rollouts."):  # fmt: skip
+    leads = ('The guide says: "Set `maxSurge` to tune rollouts."', "Based on the passages, set `maxSurge` to tune it.")
+    for lead in leads:
         assert lexical_features(lead, passage, ("terms_absent",)) == [0.0], lead
     assert lexical_features("The documentation says to set `maxSurge` weekly.", passage, ("terms_absent",))[0] > 0
 

@@ -20,7 +20,8 @@ _BLOCK = re.compile(r"<(system|instructions?|assistant|admin)\b[^>]*>.*?</\1\s*>
 _TAG = re.compile(r"</?[A-Za-z][\w-]{0,30}(?:\s[^<>]{0,80})?/?>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。？！])")  # "v1.22" and "spec.name" end nothing
 _ASKING = re.compile(
-    r"(how|what|which|when|where|why|who|whom|whose|can|could|does|do|did|is|are|was|were|should|will|would|may)\b", re.I
+    r"(how|what|which|when|where|why|who|whom|whose|can|could|does|do|did|is|are|was|were|should|will|would|may)\b",
+    re.I,
 )
 _MIN_WORDS = 3
 _MIN_TERMS = 3  # content terms the asked part must hold to stand for the question

@@ -77,7 +77,9 @@ def unit_vectors(model: Any, texts: Sequence[str], batch_size: int = 8) -> np.nd
                         show_progress_bar=False)  # fmt: skip
 
 
-def sentence_scores(model: Any, questions: str | Sequence[str], sentences: Sequence[str], batch_size: int = 8) -> np.ndarray:
+def sentence_scores(
+    model: Any, questions: str | Sequence[str], sentences: Sequence[str], batch_size: int = 8
+) -> np.ndarray:
     """Cosine of the question with each sentence, in one batch; given several wordings of one
     question (``asked.asked_part``), each sentence keeps its best."""
     if not sentences:

@@ -55,11 +55,13 @@ _POLARITY_COVERAGE = 0.5
 # Words with which an answer points at its source ("The guide says ...", "Based on the passages,
 # ...", "According to the documentation"): they state nothing about the world, so a passage
 # that lacks them lacks no claim (stemmed, as ``prose_terms`` writes them).
-_ATTRIBUTION = frozenset(prose_terms(
-    "according based documentation document docs doc guide guides page pages passage passages text article "
-    "source sources context section manual tutorial reference references says say said states stated explains "
-    "explained mentions mentioned describes described notes noted provided given information"
-))
+_ATTRIBUTION = frozenset(
+    prose_terms(
+        "according based documentation document docs doc guide guides page pages passage passages text article "
+        "source sources context section manual tutorial reference references says say said states stated explains "
+        "explained mentions mentioned describes described notes noted provided given information"
+    )
+)
 _NOT_CONTENT = (
     frozenset(
         "a an the is are was were be been being do does did has have had will would can could should must may might "
