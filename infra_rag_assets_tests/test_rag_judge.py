@@ -267,7 +267,9 @@ def test_train_load_score_end_to_end(tmp_path: Path, monkeypatch):
     assert sorted(p.name for p in target.parent.iterdir()) == ["k1"]  # staging renamed, nothing left
     saved = json.loads((target / JUDGE_JSON).read_text())
     assert saved["recipe"] == recipe.to_dict() and saved["composition"] == pairs.composition
-    assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(saved["calibrators"][SUPPORT]["weights"]) == 4
+    assert set(saved["calibrators"]) == {SUPPORT, RELEVANCE} and len(
+        saved["calibrators"][SUPPORT]["weights"]
+    ) == 1 + len(support_judge.FEATURES)
     assert 0.0 < saved["thresholds"][SUPPORT] < 1.0 and 0.0 < saved["thresholds"][RELEVANCE] < 1.0  # fitted, not 0.5
     with pytest.raises(FileExistsError):
         train_support_judge("all-MiniLM-L6-v2", pairs, target, recipe)
@@ -348,3 +350,8 @@ def test_support_threshold_keeps_the_faithful_shapes_it_is_told_to():
     kept = best_threshold(probs, labels, kinds, (["reference"], 0.9))
     assert kept < free and np.mean(np.array(refs) >= kept) >= 0.9
     assert best_threshold(probs, labels, kinds, (["quote"], 0.9)) == free  # no such positives: no constraint
+    # each kept kind on its own: easy quotes (all 0.99) do not let the references fall short
+    quotes = [0.99] * 20
+    kinds = ["reference"] * 20 + ["quote"] * 20 + ["number"] * 20
+    both = best_threshold(refs + quotes + bad, [1] * 40 + [0] * 20, kinds, (["reference", "quote"], 0.9))
+    assert np.mean(np.array(refs) >= both) >= 0.9

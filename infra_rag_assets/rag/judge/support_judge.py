@@ -68,7 +68,7 @@ MODEL_SUBDIR = "model"
 # Numbers: eval/results/support_judge.json, "support_calibrator_ablation_auroc". Nor
 # "polarity_mismatch" (12-07): it catches negation edits (REPORT AUROC 0.68 -> 0.84) but its
 # refit raised the threshold, and clean real LLM answers judged adherent fell (docs/answers.md).
-FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch")
+FEATURES = ("numbers_absent", "identifiers_absent", "negation_mismatch", "terms_absent")
 REAL_ANSWER_KINDS = ("ragtruth_",)  # pair kinds that are sentences of real LLM answers, human-labelled
 # The support threshold passes at least this share of the DEV faithful answer shapes (reference
 # answers, lead-ins, quotes, two-passage answers): the answer gates ask for 0.80 adherent, so a

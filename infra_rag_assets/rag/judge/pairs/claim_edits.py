@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ...answer.extractive import sentence_spans
 from ...index.analysis import prose_terms
@@ -73,8 +74,14 @@ _NOT_CONTENT = (
 
 def coverage(claim: str, passage: str, ignore: frozenset[str] = frozenset()) -> float:
     """Share of the claim's stemmed content terms (less ``ignore``) found in the passage (1.0 for no terms)."""
-    terms = set(prose_terms(claim)) - ignore
-    return len(terms & set(prose_terms(passage))) / len(terms) if terms else 1.0
+    terms = _terms(claim) - ignore
+    return len(terms & _terms(passage)) / len(terms) if terms else 1.0
+
+
+@lru_cache(maxsize=512)
+def _terms(text: str) -> frozenset[str]:
+    """Stemmed terms of a text; cached: every sentence of an answer is checked against one passage union."""
+    return frozenset(prose_terms(text))
 
 
 def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FEATURES) -> list[float]:

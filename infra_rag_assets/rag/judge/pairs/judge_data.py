@@ -202,8 +202,9 @@ def best_threshold(
     """The probability cut that maximizes balanced accuracy (mean of the true-positive and
     true-negative rates), each label's rate weighting every ``group`` (pair kind) equally so the
     most numerous kind does not set the threshold alone. ``keep`` = (kinds, share): only cuts
-    that still pass at least that share of those kinds' positives are considered. Fitted on DEV
-    pairs only."""
+    that still pass at least that share of the positives of *each* of those kinds are considered
+    (pooled, an easy kind such as quotes would let a hard one such as reworded answers fall
+    short). Fitted on DEV pairs only."""
     p, y = np.asarray(probs, dtype=np.float64), np.asarray(labels) > 0
     g = np.asarray(list(groups) if len(groups) else [""] * len(p))
     weights = np.zeros(len(p))
@@ -214,10 +215,10 @@ def best_threshold(
             sel = mask & (g == k)
             weights[sel] = 1.0 / (sel.sum() * len(kinds))
     kept_kinds, share = keep or ((), 0.0)
-    kept = p[y & np.isin(g, list(kept_kinds))]
+    kept = [p[y & (g == k)] for k in kept_kinds if (y & (g == k)).any()]
     best, best_at = -1.0, 0.5
     for t in np.unique(np.round(p, 4)):
-        if len(kept) and (kept >= t).mean() < share:
+        if any((scores >= t).mean() < share for scores in kept):
             continue
         score = weights[y & (p >= t)].sum() + weights[~y & (p < t)].sum()
         if score > best:
