@@ -284,7 +284,7 @@ def calibrate(model: Any, tokenizer: Any, pairs: Sequence[JudgePair], recipe: Ju
     """One Platt scaler per task on the DEV sources, its metrics there (AUROC of the raw logit and
     of the probability, ECE, reliability: in-sample for the few scaler weights) and the threshold
     a probability must reach to count as supported / relevant (``best_threshold`` on DEV; for
-    support, one that passes ``FAITHFUL_KEPT`` of the faithful answer shapes)."""
+    support, one that passes ``FAITHFUL_KEPT`` of each faithful answer shape)."""
     calibrators, metrics, thresholds = {}, {}, {}
     for task in (SUPPORT, RELEVANCE):
         chosen = [fitted(p, recipe.evidence_chars) for p in pairs if p.task == task]
