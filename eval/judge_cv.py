@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.judge_dev_report import SHARED, load_chunks
+from eval.judge_dev_report import SHARED, load_chunks, recalibrate
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
 from infra_rag_assets.rag.judge.batch import Item, judge_items
-from infra_rag_assets.rag.judge.judge_training import PREFIX, logits, model_inputs
+from infra_rag_assets.rag.judge.judge_training import PREFIX, logits
 from infra_rag_assets.rag.judge.pairs.judge_data import (
     by_split,
     dataset_of,
@@ -38,12 +38,9 @@ from infra_rag_assets.rag.judge.pairs.judge_data import (
     split_of,
 )
 from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, JudgePairs, load_train_rows
-from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS
 from infra_rag_assets.rag.judge.support_judge import (
     JudgeRecipe,
     SupportJudge,
-    fit_calibrator,
-    fitted,
     recipe_pairs,
     train_support_judge,
 )
@@ -95,31 +92,6 @@ def score_fold(judge: SupportJudge, rows: list[dict]) -> list[dict]:
         judge.evidence_chars = own
         out.append(record)
     return out
-
-
-def recalibrate(judge: SupportJudge, calibration: list, features: tuple[str, ...], cache: Path | None = None) -> dict:
-    """Refit the fold judge's support calibrator and threshold on its DEV pairs with ``features``
-    beside the logit (what ``support_judge.calibrate`` does with ``FEATURES``); the DEV pairs'
-    raw logits are cached in ``cache`` when given. Returns DEV figures of the refitted calibrator."""
-    chosen = [fitted(p, judge.evidence_chars) for p in calibration if p.task == SUPPORT]
-    if cache and cache.is_file():
-        raw = np.load(cache)
-    else:
-        firsts, seconds = model_inputs(chosen)
-        raw = np.asarray(logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length))
-        if cache:
-            np.save(cache, raw)
-    platt, probs, at = fit_calibrator(SUPPORT, raw, chosen, features)
-    judge.calibrators[SUPPORT], judge.threshold = platt, at
-    judge.thresholds[SUPPORT] = at
-    kinds = np.array([p.kind for p in chosen])
-    labels = [p.label for p in chosen]
-    y = np.array(labels)
-    product = np.isin(kinds, (*POSITIVE_KINDS, *NEGATIVE_KINDS))
-    ref = kinds == "reference"
-    return {"weights": dict(zip(platt.inputs, platt.weights)), "threshold": at,
-            "product_auroc_dev": round(auroc(probs[product], y[product]), 4),
-            "reference_adherent_dev": round(float((probs[ref] >= at).mean()), 4)}  # fmt: skip
 
 
 def summarize(path: Path) -> dict:

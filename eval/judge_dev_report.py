@@ -26,10 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from infra_rag_assets.rag.index.embedding import DEFAULT_MODEL, resolve_model_path
+from infra_rag_assets.rag.judge.judge_training import logits, model_inputs
 from infra_rag_assets.rag.judge.pairs.judge_data import by_split, data_hash, response_rows, source_of
 from infra_rag_assets.rag.judge.pairs.judge_pairs import SUPPORT, load_train_rows
 from infra_rag_assets.rag.judge.pairs.product_pairs import NEGATIVE_KINDS, POSITIVE_KINDS
-from infra_rag_assets.rag.judge.support_judge import JudgeRecipe, SupportJudge, recipe_pairs, train_support_judge
+from infra_rag_assets.rag.judge.support_judge import (
+    JudgeRecipe,
+    SupportJudge,
+    fit_calibrator,
+    fitted,
+    recipe_pairs,
+    train_support_judge,
+)
 from infra_rag_assets.rag.probabilities import auroc, auroc_interval, reliability
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +171,31 @@ def _r(x):
     return None if x is None else round(x, 4)
 
 
+def recalibrate(judge: SupportJudge, calibration: list, features: tuple[str, ...], cache: Path | None = None) -> dict:
+    """Refit a trained judge's support calibrator and threshold on DEV pairs with ``features``
+    beside the logit (what ``support_judge.calibrate`` does with ``FEATURES``); the DEV pairs'
+    raw logits are cached in ``cache`` when given. Returns DEV figures of the refitted calibrator."""
+    chosen = [fitted(p, judge.evidence_chars) for p in calibration if p.task == SUPPORT]
+    if cache and cache.is_file():
+        raw = np.load(cache)
+    else:
+        firsts, seconds = model_inputs(chosen)
+        raw = np.asarray(logits(judge.model, judge.tokenizer, firsts, seconds, judge.max_seq_length))
+        if cache:
+            np.save(cache, raw)
+    platt, probs, at = fit_calibrator(SUPPORT, raw, chosen, features)
+    judge.calibrators[SUPPORT], judge.threshold = platt, at
+    judge.thresholds[SUPPORT] = at
+    kinds = np.array([p.kind for p in chosen])
+    labels = [p.label for p in chosen]
+    y = np.array(labels)
+    product = np.isin(kinds, (*POSITIVE_KINDS, *NEGATIVE_KINDS))
+    ref = kinds == "reference"
+    return {"weights": dict(zip(platt.inputs, platt.weights)), "threshold": at,
+            "product_auroc_dev": round(auroc(probs[product], y[product]), 4),
+            "reference_adherent_dev": round(float((probs[ref] >= at).mean()), 4)}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", default="/tmp/judge-work/chunks.json")
@@ -210,8 +243,6 @@ def main() -> None:
     judge = SupportJudge.load(target, args.score_device)
     report: dict = {}
     if args.features:  # scoring-side change: same weights, calibrator and threshold refit on DEV
-        from eval.judge_cv import recalibrate  # it imports this module
-
         report["refit"] = recalibrate(judge, parts["dev"], tuple(args.features.split(",")))
         record = {**record, "thresholds": dict(judge.thresholds)}
     scoring = time.perf_counter()
