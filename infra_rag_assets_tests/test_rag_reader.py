@@ -17,7 +17,7 @@ from infra_rag_assets.rag.answer.answerers import ANSWERERS, resolve_answerer
 from infra_rag_assets.rag.answer.asked import asked_part
 from infra_rag_assets.rag.answer.generate import answer
 from infra_rag_assets.rag.answer.prompts import ABSTENTION
-from infra_rag_assets.rag.answer.reader import Reader, ScoredSpan, answer_reader, pick_spans
+from infra_rag_assets.rag.answer.reader import CHOICE_RULE, Reader, ScoredSpan, answer_reader, pick_spans
 from infra_rag_assets.rag.answer.reader_data import build_examples, page_sentences, split_by_page, token_f1
 from infra_rag_assets.rag.answer.reader_model import Span, candidate_spans
 from infra_rag_assets.rag.answer.reader_training import READER_JSON, ReaderRecipe, train_reader
@@ -91,6 +91,20 @@ def test_pick_spans_floors_and_lists():
     assert pick_spans("Which type exposes it?", [a, b], passages, 0.5) == [a]
     assert pick_spans("Which types are there?", [a, b, low], passages, 0.5) == [a, b]
     assert pick_spans("Which type exposes it?", [low], passages, 0.5) == []
+
+
+def test_the_stated_sentence_weighs_asked_words_and_passage_rank(tiny_reader):
+    # a sentence of the first passage holding half the asked words beats one a little closer
+    # to the question in the encoder's eyes that holds none, from the third passage
+    holds = ScoredSpan(Span(0, 0, 10, 0.66), 0.7, "holds", asked_share=0.5)
+    close = ScoredSpan(Span(2, 0, 10, 0.70), 0.8, "close", asked_share=0.0)
+    assert holds.choice > close.choice
+    # the encoder still decides among sentences alike in words and rank
+    assert ScoredSpan(Span(0, 0, 10, 0.8), 0.9, "z", asked_share=0.5).choice > holds.choice
+    question = "Which Service type exposes the frontend outside the cluster?"
+    scored = Reader(tiny_reader).spans(question, [DEPLOY, SERVICE])
+    assert [s.choice for s in scored] == sorted((s.choice for s in scored), reverse=True)
+    assert scored[0].asked_share > 0 and "LoadBalancer" in scored[0].text
 
 
 def test_registry_names_one_default(monkeypatch):
@@ -220,6 +234,7 @@ def test_the_floor_is_part_of_the_readers_cache_identity(tiny_reader):
     low, high = (generator_identity(answerer="reader", reader=_with_floor(tiny_reader, f)) for f in (0.3, 0.5))
     assert low["method"] == high["method"] == "reader" and low["model"] == high["model"]
     assert low != high and (low["floor"], high["floor"]) == ("0.3", "0.5")
+    assert low["choice"] == CHOICE_RULE  # and so is the rule that picks the sentence stated
 
 
 def test_a_reader_of_an_older_kind_is_not_loaded(tmp_path, tiny_reader):

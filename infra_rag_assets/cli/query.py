@@ -185,11 +185,13 @@ def _print_spans(reply) -> None:
     """The reader's sentence, its calibrated score and the runner-up sentences (``--explain``)."""
     if not reply.candidates:
         return
-    out.print("\n[bold]Reader sentences[/] (calibrated P(answer), cosine to the question)")
-    for i, c in enumerate(reply.candidates):
-        mark = "→" if i == 0 and reply.short_answer else " "
-        out.print(f" {mark} [{c['passage_number']}] {c['probability']:.3f} ({c['score']:+.2f})  {c['text'][:160]}",
-                  highlight=False)  # fmt: skip
+    out.print("\n[bold]Reader sentences[/] (calibrated P(answer), cosine to the question, share of the asked "
+              "words; in the order the reader prefers them)")  # fmt: skip
+    for c in reply.candidates:
+        mark = "→" if reply.short_answer and c["text"] in reply.short_answer else " "  # the stated one(s)
+        words = c.get("asked_share", 0.0)
+        out.print(f" {mark} [{c['passage_number']}] {c['probability']:.3f} ({c['score']:+.2f}, {words:.2f})  "
+                  f"{c['text'][:160]}", highlight=False)  # fmt: skip
 
 
 def _explained(obj: dict, version: str, question: str, outcome):

@@ -26,7 +26,7 @@ from ... import settings
 from .answerers import resolve_answerer
 from .extractive import EXTRACTIVE_MODEL, answer_extractive
 from .prompts import ABSTENTION, Prompt, get_prompt
-from .reader import Reader, answer_reader
+from .reader import CHOICE_RULE, Reader, answer_reader
 from .records import Answer, AnswerBase, Citation, Match, PassageLike, elapsed_ms
 
 if TYPE_CHECKING:  # the SDK costs ~1.5 s to import: only a Claude call loads it (anthropic_sdk)
@@ -241,8 +241,10 @@ def generator_identity(use_claude: bool | None = None, model: str | None = None,
     """What decides an answer besides question and passages: a generation cache key's part."""
     name = resolve_answerer(answerer, use_claude)
     if name == "reader" and reader is not None:
-        # the floor decides abstentions: an answer cached at another floor is not this answerer's
-        return {"method": "reader", "model": reader.model_id, "prompt_hash": "", "floor": f"{reader.floor:g}"}
+        # the floor decides abstentions and the choice rule the sentence stated: an answer cached
+        # under others is not this answerer's
+        return {"method": "reader", "model": reader.model_id, "prompt_hash": "", "floor": f"{reader.floor:g}",
+                "choice": CHOICE_RULE}  # fmt: skip
     if name != "claude":
         return {"method": "extractive", "model": EXTRACTIVE_MODEL, "prompt_hash": ""}
     spec = get_prompt(prompt)
