@@ -125,6 +125,12 @@ def test_lexical_features_flag_what_mutations_change():
     for lead in leads:
         assert lexical_features(lead, passage, ("terms_absent",)) == [0.0], lead
     assert lexical_features("The documentation says to set `maxSurge` weekly.", passage, ("terms_absent",))[0] > 0
+    # numbers that label a source or a step are not claimed numbers; a changed one still is
+    labelled = ("Passage 2 says the kubelet restarts a Pod at most 3 times.", "Step 4: restart it 3 times [1].",
+                "As steps 7 and 8 show (passage 3), it restarts 3 times.")  # fmt: skip
+    for claim in labelled:
+        assert lexical_features(claim, passage, ("numbers_absent",)) == [0.0], claim
+    assert lexical_features("Passage 2 says it restarts a Pod 4 times.", passage, ("numbers_absent",)) == [1.0]
 
 
 @pytest.mark.unit

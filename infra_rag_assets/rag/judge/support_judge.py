@@ -48,6 +48,7 @@ from .judge_training import (
     save_cross_encoder,
     token_probabilities,
 )
+from .pairs.claim_edits import LEXICAL_RULES
 from .pairs.judge_data import best_threshold, evidence, public_pairs, source_split
 from .pairs.judge_pairs import (
     PAIRS_VERSION,
@@ -123,7 +124,7 @@ def judge_key(
             "train_data_hash": train_data_hash,
             "judge_data_hash": judge_data_hash,
             "recipe": recipe.to_dict(),
-            "calibrator_features": list(FEATURES) if recipe.lexical_features else [],
+            "calibrator_features": [*FEATURES, f"rules {LEXICAL_RULES}"] if recipe.lexical_features else [],
         },
         12,
     )

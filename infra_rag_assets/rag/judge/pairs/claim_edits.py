@@ -40,6 +40,14 @@ _NEGATIONS = tuple(
 ) + tuple((re.compile(rf"\b{a}\b(?! not)"), b) for x, y in _ANTONYMS for a, b in ((x, y), (y, x)))
 NEGATION_CUES = re.compile(r"\b(?:not|never|cannot|no|none|disabled|without)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"(?<![\w.\-/])\d+(?:\.\d+)*(?=(?:%|ms|s|m|h|d|[KMG]i?B?)?(?![\w\-/]))")
+# Numbers that label the answer's sources or its own steps ("Passage 2 says", "(passage 3)", "Step 4:",
+# "steps 7 and 8", "[2]") state nothing about the subject, so a passage need not hold them.
+_LABEL_NUMBER = re.compile(
+    r"\b(?:passages?|documents?|docs?|sources?|excerpts?|references?|steps?)\s*#?\s*\d+"
+    r"(?:\s*(?:,|and|or|&|-|to)\s*\d+)*\b|\[\d+\]",
+    re.IGNORECASE,
+)
+LEXICAL_RULES = "2"  # bump when a check below changes: judges are addressed by it (2: label numbers)
 IDENTIFIER = re.compile(r"`[^`\s]{2,60}`|(?<![\w.`-])[a-z]+[A-Z][A-Za-z0-9]*(?![\w`-])")
 _LEADS = ("In short, ", "Put simply, ", "Note that ")
 _CLAUSE = re.compile(r"^(If|When|Unless|Once|After|Before) ([^,]{3,120}), (.+?)([.!?])$")
@@ -87,10 +95,10 @@ def _terms(text: str) -> frozenset[str]:
 def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FEATURES) -> list[float]:
     """What the mutations change, checked cheaply (shares in [0, 1]), for the ``names`` asked
     (of ``LEXICAL_FEATURES``, in their order; only those are computed: this runs on every judged
-    sentence): claim numbers and identifiers absent from the passage, a negation in the claim but
-    not in the passage sentence most like it (or the reverse), claim terms absent, and what a
-    negation negates there (``polarity_mismatch``). Words pointing at the source ("the guide
-    says") are not claim terms."""
+    sentence): claim numbers (less those labelling a source or a step) and identifiers absent
+    from the passage, a negation in the claim but not in the passage sentence most like it (or
+    the reverse), claim terms absent, and what a negation negates there (``polarity_mismatch``).
+    Words pointing at the source ("the guide says") are not claim terms."""
     best = None
 
     def most_like() -> str:
@@ -102,7 +110,7 @@ def lexical_features(claim: str, passage: str, names: Sequence[str] = LEXICAL_FE
 
     def value(name: str) -> float:
         if name == "numbers_absent":
-            nums, numbers = NUMBER.findall(claim), set(NUMBER.findall(passage))
+            nums, numbers = NUMBER.findall(_LABEL_NUMBER.sub(" ", claim)), set(NUMBER.findall(passage))
             return sum(n not in numbers for n in nums) / len(nums) if nums else 0.0
         if name == "identifiers_absent":
             idents, low = [i.strip("`").lower() for i in IDENTIFIER.findall(claim)], passage.lower()
