@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .asked import asked_part
+from .asked import asked_part, asked_parts
 from .extractive import sentence_spans
 from .prompts import ABSTENTION
 from .records import Answer, AnswerBase, Citation, PassageLike, elapsed_ms
@@ -47,7 +47,10 @@ ASKED_WORDS_WEIGHT = 0.1
 PASSAGE_RANK_WEIGHT = 0.02
 TOP_SPANS = 5
 # what else, besides model and floor, decides a reader's answer (an eval run's cache identity)
-CHOICE_RULE = f"asked-part; asked words {ASKED_WORDS_WEIGHT:g}; passage rank {PASSAGE_RANK_WEIGHT:g}; top {TOP_SPANS}"
+CHOICE_RULE = (
+    f"asked-part; compound parts; asked words {ASKED_WORDS_WEIGHT:g}; "
+    f"passage rank {PASSAGE_RANK_WEIGHT:g}; top {TOP_SPANS}"
+)
 _SEVERAL = re.compile(
     r"\b(which|what)\s+(are|were|two|three|four|kinds|types|ways|fields|options|steps)\b|\blist\b|\bname\s+(the|two|three)\b",
     re.I,
@@ -110,8 +113,9 @@ class Reader:
                 seen.add(key)
                 found.append(s)
         focus = asked_part(question)  # a question carrying instructions is also scored without them
-        asks = [question] if focus == " ".join(question.split()) else [question, focus]
-        words = [content_words(q) for q in reversed(asks)]  # the asked words order candidates first
+        wordings = [question] if focus == " ".join(question.split()) else [question, focus]
+        words = [content_words(q) for q in reversed(wordings)]  # the asked words order candidates first
+        asks = [*wordings, *asked_parts(question)]  # and each part of a compound question on its own
 
         def shared(s: Span) -> tuple[int, ...]:
             own = content_words(texts[s.passage][s.start : s.end])
