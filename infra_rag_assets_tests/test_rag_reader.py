@@ -223,7 +223,7 @@ def test_asked_part_keeps_what_is_asked(question, asked):
     ],
 )  # fmt: skip
 def test_asked_parts_split_compound_questions(question, parts):
-    assert asked_parts(question) == parts
+    assert asked_parts(asked_part(question)) == parts
 
 
 def test_a_question_is_also_scored_without_planted_instructions(tiny_reader):

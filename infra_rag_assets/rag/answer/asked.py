@@ -47,10 +47,11 @@ def asked_part(question: str) -> str:
     return asked if len(set(prose_terms(asked))) >= _MIN_TERMS else " ".join(question.split())
 
 
-def asked_parts(question: str) -> list[str]:
-    """The parts of a compound question ("How X ..., and what Y ...?"), each a question of its
-    own with enough content terms to stand alone; [] when the question asks one thing (context
-    before a semicolon is no part: "TLS ends at my ingress; how should ... be configured?")."""
-    parts = [p.strip(" ,;?") for p in _COMPOUND.split(asked_part(question))]
+def asked_parts(asked: str) -> list[str]:
+    """The parts of a compound question's asked part (``asked_part``'s result: "How X ..., and
+    what Y ...?"), each a question of its own with enough content terms to stand alone; [] when
+    it asks one thing (context before a semicolon is no part: "TLS ends at my ingress; how should
+    ... be configured?")."""
+    parts = [p.strip(" ,;?") for p in _COMPOUND.split(asked)]
     parts = [p for p in parts if _ASKING.match(p) and len(set(prose_terms(p))) >= _MIN_TERMS]
     return parts if len(parts) > 1 else []

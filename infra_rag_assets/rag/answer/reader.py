@@ -115,23 +115,21 @@ class Reader:
         focus = asked_part(question)  # a question carrying instructions is also scored without them
         wordings = [question] if focus == " ".join(question.split()) else [question, focus]
         words = [content_words(q) for q in reversed(wordings)]  # the asked words order candidates first
-        asks = [*wordings, *asked_parts(question)]  # and each part of a compound question on its own
-
-        def shared(s: Span) -> tuple[int, ...]:
-            own = content_words(texts[s.passage][s.start : s.end])
-            return tuple(-len(w & own) for w in words)
-
-        found = sorted(found, key=shared)[:MAX_CANDIDATES]
-        scores = sentence_scores(self.model, asks, [texts[s.passage][s.start : s.end] for s in found])
+        asks = [*wordings, *asked_parts(focus)]  # and each part of a compound question on its own
+        sentences = [(s, texts[s.passage][s.start : s.end]) for s in found]
+        held = [content_words(text) for _, text in sentences]
+        order = sorted(range(len(sentences)), key=lambda k: tuple(-len(w & held[k]) for w in words))
+        order = order[:MAX_CANDIDATES]
+        scores = sentence_scores(self.model, asks, [sentences[k][1] for k in order])
         lead = lead_over_rest(scores)
         best = np.argsort(-scores, kind="stable")[:top]
-        picked = [Span(found[i].passage, found[i].start, found[i].end, float(scores[i])) for i in best]
         probs = self.platt.apply(np.array([[scores[i], lead[i]] for i in best])) if len(best) else np.zeros(0)
         asked = words[0]
-        out = [
-            ScoredSpan(s, float(p), texts[s.passage][s.start : s.end], _share(asked, texts[s.passage][s.start : s.end]))
-            for s, p in zip(picked, probs)
-        ]
+        out = []
+        for i, p in zip(best, probs):
+            span, text = sentences[order[i]]
+            share = len(asked & held[order[i]]) / len(asked) if asked else 0.0
+            out.append(ScoredSpan(Span(span.passage, span.start, span.end, float(scores[i])), float(p), text, share))
         return sorted(out, key=lambda s: -s.choice)
 
 
@@ -201,12 +199,6 @@ def evidence_citation(span: Span, p: PassageLike) -> Citation:
     return Citation(passage_number=span.passage + 1, chunk_id=p.chunk_id, doc_id=p.doc_id, url=p.url,
                     cited_text=p.text[a:b], chunk_start=a, chunk_end=b, doc_start=p.start_char + a,
                     doc_end=p.start_char + b)  # fmt: skip
-
-
-def _share(asked: set[str], sentence: str) -> float:
-    from .reader_data import content_words
-
-    return len(asked & content_words(sentence)) / len(asked) if asked else 0.0
 
 
 def _candidate(s: ScoredSpan) -> dict[str, Any]:
